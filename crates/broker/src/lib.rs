@@ -1,0 +1,1 @@
+//! comet-broker: filled in by a later issue.

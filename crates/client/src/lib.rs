@@ -1,0 +1,1 @@
+//! comet-client: filled in by a later issue.

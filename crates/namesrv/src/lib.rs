@@ -1,0 +1,1 @@
+//! comet-namesrv: filled in by a later issue.

@@ -1,0 +1,262 @@
+//! JSON header codec (serialize type 0), byte-compatible with fastjson 1.2.83 as used by Java.
+//!
+//! Encoding is hand-written rather than derived: fastjson sorts keys alphabetically and omits nulls,
+//! and writing straight into the output buffer avoids an intermediate value tree on the hot path.
+//! Decoding accepts any key order, unknown keys, and scalar (non-string) ext field values.
+
+use std::fmt;
+
+use bytes::{BufMut, BytesMut};
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+
+use crate::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
+use crate::error::{ProtocolError, Result};
+use crate::limits::MAX_EXT_FIELDS;
+
+/// Appends `cmd`'s header as fastjson would write it.
+pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
+    let mut itoa = itoa_buf();
+    dst.put_slice(b"{\"code\":");
+    put_int(dst, &mut itoa, cmd.code as i64);
+    if let Some(ext) = &cmd.ext_fields {
+        dst.put_slice(b",\"extFields\":{");
+        for (i, (k, v)) in ext.iter().enumerate() {
+            if i > 0 {
+                dst.put_u8(b',');
+            }
+            put_str(dst, k);
+            dst.put_u8(b':');
+            put_str(dst, v);
+        }
+        dst.put_u8(b'}');
+    }
+    dst.put_slice(b",\"flag\":");
+    put_int(dst, &mut itoa, cmd.flag as i64);
+    dst.put_slice(b",\"language\":\"");
+    dst.put_slice(cmd.language.name().as_bytes());
+    dst.put_slice(b"\",\"opaque\":");
+    put_int(dst, &mut itoa, cmd.opaque as i64);
+    if let Some(remark) = &cmd.remark {
+        dst.put_slice(b",\"remark\":");
+        put_str(dst, remark);
+    }
+    dst.put_slice(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    put_int(dst, &mut itoa, cmd.version as i64);
+    dst.put_u8(b'}');
+}
+
+fn itoa_buf() -> [u8; 20] {
+    [0u8; 20]
+}
+
+fn put_int(dst: &mut BytesMut, buf: &mut [u8; 20], v: i64) {
+    let neg = v < 0;
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if neg {
+        dst.put_u8(b'-');
+    }
+    dst.put_slice(&buf[i..]);
+}
+
+/// Writes a JSON string literal with fastjson's escaping (quotes, backslash, control characters).
+pub(crate) fn put_str(dst: &mut BytesMut, s: &str) {
+    dst.put_u8(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: Option<&[u8]> = match b {
+            b'"' => Some(b"\\\""),
+            b'\\' => Some(b"\\\\"),
+            b'\n' => Some(b"\\n"),
+            b'\r' => Some(b"\\r"),
+            b'\t' => Some(b"\\t"),
+            0x08 => Some(b"\\b"),
+            0x0c => Some(b"\\f"),
+            0x00..=0x1f => None,
+            _ => continue,
+        };
+        dst.put_slice(&bytes[start..i]);
+        match esc {
+            Some(e) => dst.put_slice(e),
+            None => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                dst.put_slice(b"\\u00");
+                dst.put_u8(HEX[(b >> 4) as usize]);
+                dst.put_u8(HEX[(b & 0xf) as usize]);
+            }
+        }
+        start = i + 1;
+    }
+    dst.put_slice(&bytes[start..]);
+    dst.put_u8(b'"');
+}
+
+#[derive(Deserialize)]
+struct JsonHeader {
+    code: Option<i32>,
+    language: Option<String>,
+    version: Option<i32>,
+    opaque: Option<i32>,
+    flag: Option<i32>,
+    remark: Option<String>,
+    #[serde(rename = "extFields")]
+    ext_fields: Option<JsonExtFields>,
+}
+
+struct JsonExtFields(ExtFields);
+
+impl<'de> Deserialize<'de> for JsonExtFields {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_map(ExtVisitor)
+    }
+}
+
+struct ExtVisitor;
+
+/// An ext field value: Java writes strings, but accept any scalar and keep its text.
+enum Scalar {
+    Text(String),
+    Null,
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, number, boolean or null")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Scalar, E> {
+                Ok(Scalar::Text(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_string()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_string()))
+            }
+            fn visit_unit<E: de::Error>(self) -> std::result::Result<Scalar, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_none<E: de::Error>(self) -> std::result::Result<Scalar, E> {
+                Ok(Scalar::Null)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Visitor<'de> for ExtVisitor {
+    type Value = JsonExtFields;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object of string fields")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
+        let mut ext = ExtFields::with_capacity(map.size_hint().unwrap_or(8).min(32));
+        while let Some(key) = map.next_key::<String>()? {
+            if ext.len() >= MAX_EXT_FIELDS {
+                return Err(de::Error::custom(format!("more than {MAX_EXT_FIELDS} ext fields")));
+            }
+            match map.next_value::<Scalar>()? {
+                Scalar::Text(v) => ext.insert(key, v),
+                Scalar::Null => {}
+            }
+        }
+        Ok(JsonExtFields(ext))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
+        Ok(JsonExtFields(ExtFields::new()))
+    }
+}
+
+/// Decodes a JSON header. `code` is required; other missing numbers default to 0.
+pub fn decode(src: &[u8]) -> Result<RemotingCommand> {
+    let h: JsonHeader =
+        serde_json::from_slice(src).map_err(|e| ProtocolError::JsonHeader(e.to_string()))?;
+    let code = h.code.ok_or(ProtocolError::MissingField("code"))?;
+    Ok(RemotingCommand {
+        code,
+        language: h
+            .language
+            .as_deref()
+            .map(LanguageCode::from_name)
+            .unwrap_or(LanguageCode::Other),
+        version: h.version.unwrap_or(0),
+        opaque: h.opaque.unwrap_or(0),
+        flag: h.flag.unwrap_or(0),
+        remark: h.remark,
+        ext_fields: h.ext_fields.map(|e| e.0),
+        body: None,
+        serialize_type: SerializeType::Json,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_like_fastjson() {
+        let mut cmd = RemotingCommand::request(105);
+        cmd.language = LanguageCode::Java;
+        cmd.opaque = 3;
+        cmd.ext_mut().insert("topic", "TopicTest");
+        let mut out = BytesMut::new();
+        encode(&cmd, &mut out);
+        assert_eq!(
+            &out[..],
+            br#"{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":3,"serializeTypeCurrentRPC":"JSON","version":479}"#
+        );
+    }
+
+    #[test]
+    fn escapes_strings() {
+        let mut out = BytesMut::new();
+        put_str(&mut out, "a\"b\\c\n\u{1}é");
+        assert_eq!(&out[..], "\"a\\\"b\\\\c\\n\\u0001é\"".as_bytes());
+    }
+
+    #[test]
+    fn decodes_numbers_in_ext_fields_and_unknown_keys() {
+        let cmd = decode(br#"{"code":10,"extFields":{"a":1,"b":true,"c":null,"d":"x"},"opaque":7,"flag":2,"language":"GO","remark":"","zzz":[1]}"#).unwrap();
+        assert_eq!(cmd.code, 10);
+        assert_eq!(cmd.language, LanguageCode::Go);
+        assert_eq!(cmd.ext("a"), Some("1"));
+        assert_eq!(cmd.ext("b"), Some("true"));
+        assert_eq!(cmd.ext("c"), None);
+        assert_eq!(cmd.ext("d"), Some("x"));
+        assert!(cmd.is_oneway());
+        assert_eq!(cmd.remark.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(decode(b"{").is_err());
+        assert!(decode(b"[]").is_err());
+        assert!(decode(b"{}").is_err());
+        assert!(decode(&[0xff, 0xfe]).is_err());
+    }
+}

@@ -1,0 +1,16 @@
+//! # comet-protocol
+//!
+//! Apache RocketMQ's "remoting" protocol as plain data: frames, the two header codecs (JSON and
+//! ROCKETMQ binary), request/response codes, typed headers, JSON bodies and the message codec.
+//! Nothing here does I/O; every decoder takes untrusted bytes and returns a [`ProtocolError`]
+//! instead of panicking, bounded by the constants in [`limits`].
+
+pub mod command;
+pub mod error;
+pub mod frame;
+pub mod header;
+pub mod limits;
+pub mod message;
+
+pub use command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
+pub use error::ProtocolError;

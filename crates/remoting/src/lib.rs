@@ -1,0 +1,1 @@
+//! comet-remoting: filled in by a later issue.

@@ -1,0 +1,1 @@
+//! comet-store: filled in by a later issue.
