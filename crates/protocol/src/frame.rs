@@ -14,7 +14,10 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<()> {
     let start = dst.len();
     dst.reserve(8 + 160 + cmd.body_len());
     dst.put_u64(0); // length and serType/headerLen, patched below
-    header::encode(cmd, dst)?;
+    if let Err(e) = header::encode(cmd, dst) {
+        dst.truncate(start);
+        return Err(e);
+    }
     let header_len = dst.len() - start - 8;
     if header_len > MAX_HEADER_LEN {
         dst.truncate(start);

@@ -5,10 +5,13 @@
 //! Nothing here does I/O; every decoder takes untrusted bytes and returns a [`ProtocolError`]
 //! instead of panicking, bounded by the constants in [`limits`].
 
+pub mod body;
+pub mod code;
 pub mod command;
 pub mod error;
 pub mod frame;
 pub mod header;
+pub mod headers;
 pub mod limits;
 pub mod message;
 

@@ -1,1 +1,34 @@
-//! comet-remoting: filled in by a later issue.
+//! # comet-remoting
+//!
+//! The tokio transport of the RocketMQ remoting protocol, shared by the broker, the name server
+//! and the client SDK. `comet-protocol` knows the bytes; this crate knows sockets:
+//!
+//! - [`RemotingServer`] accepts connections and routes each request by code to a
+//!   [`RequestProcessor`], answering with the request's opaque and codec.
+//! - [`RemotingClient`] keeps one multiplexed connection per remote address and matches
+//!   responses to requests by opaque, with per-request timeouts.
+//! - [`Channel`] is one connection on either side; a server can call a client back through it.
+//!
+//! Every per-connection resource is bounded (see [`limits`]): in-flight requests (the connection
+//! stops reading when the bound is reached), queued writes, idle time. A peer that sends an
+//! oversized or undecodable frame loses its own connection and nothing else; a panicking
+//! processor costs one SYSTEM_ERROR response.
+
+mod channel;
+mod client;
+mod codec;
+mod config;
+mod connection;
+mod error;
+pub mod limits;
+mod processor;
+mod server;
+
+pub use channel::Channel;
+pub use client::RemotingClient;
+pub use codec::{RemotingCodec, encode_frame};
+pub use config::{ClientConfig, ServerConfig};
+pub use error::{RemotingError, Result};
+pub use processor::{ChannelEventListener, RequestProcessor, RpcHook};
+pub use server::{RemotingServer, ServerHandle};
+pub use tokio_util::sync::CancellationToken;

@@ -1,1 +1,35 @@
-//! comet-store: filled in by a later issue.
+//! # comet-store
+//!
+//! The broker's local message store, laid out on disk exactly like Apache RocketMQ's so a store
+//! directory can be inspected with the same tools: a CommitLog of fixed-size segments holding every
+//! message back to back, one ConsumeQueue per (topic, queue id) indexing it, an IndexFile for key
+//! lookups, a checkpoint and an abort marker for crash recovery.
+
+pub mod checkpoint;
+pub mod cleanup;
+pub mod commit_log;
+pub mod config;
+pub mod config_file;
+pub mod config_tables;
+pub mod consume_queue;
+pub mod dispatch;
+pub mod error;
+pub mod flush;
+pub mod index_file;
+pub mod index_service;
+pub mod mapped_file;
+pub mod mapped_file_queue;
+pub mod message_store;
+pub mod recovery;
+
+pub use commit_log::{
+    AppendMessageResult, CommitLog, MessageExtBatch, PutMessageResult, PutMessageStatus,
+};
+pub use config::{FlushDiskType, MessageStoreConfig};
+pub use dispatch::{MessageArrival, MessageArrivingListener};
+pub use error::{Result, StoreError};
+pub use message_store::{
+    GetMessageResult, GetMessageStatus, MessageFilter, MessageStore, QueryMessageResult,
+    StoreStatsSnapshot,
+};
+pub use recovery::RecoveryReport;

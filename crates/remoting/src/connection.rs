@@ -1,0 +1,297 @@
+//! The two tasks behind every [`Channel`]: a reader that owns framing and dispatch, and a writer
+//! that owns the socket's write half.
+//!
+//! Reader: takes a permit of the per-connection in-flight semaphore *before* reading each frame,
+//! so when `max_in_flight` requests are being processed it stops reading and TCP flow control
+//! slows the peer down — memory stays bounded without refusing anyone. Responses complete the
+//! matching pending request; requests are processed on their own task, concurrently.
+//!
+//! Writer: drains the bounded write queue in batches, copying small frames into one buffer so a
+//! burst of responses costs a few syscalls instead of one per frame.
+//!
+//! Either task ending closes the channel, which stops the other one; the reader then fires
+//! `on_close`. On server shutdown (`stop`), readers stop taking new requests but keep the
+//! connection open until the server closes it, so in-flight responses can still be written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use comet_protocol::RemotingCommand;
+use comet_protocol::code::ResponseCode;
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::channel::Channel;
+use crate::codec::RemotingCodec;
+use crate::error::RemotingError;
+use crate::limits::{
+    READ_BUFFER_CAPACITY, WRITE_BATCH_MAX_FRAMES, WRITE_COALESCE_BYTES, WRITE_DIRECT_THRESHOLD,
+    WRITE_DRAIN_TIMEOUT, WRITE_QUEUE_CAPACITY,
+};
+use crate::processor::Dispatcher;
+
+/// Per-connection settings, derived from the server or client config.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnectionOptions {
+    pub idle_timeout: Option<Duration>,
+    pub max_in_flight: usize,
+    pub max_pending_invokes: usize,
+}
+
+/// Where a connection's tasks are spawned and what stops them.
+#[derive(Clone)]
+pub(crate) struct ConnectionContext {
+    pub dispatcher: Arc<Dispatcher>,
+    pub options: ConnectionOptions,
+    /// Reader and writer tasks.
+    pub connections: TaskTracker,
+    /// Request-processing tasks (awaited by graceful shutdown).
+    pub requests: TaskTracker,
+    /// Cancelled when the endpoint stops taking new requests.
+    pub stop: CancellationToken,
+    /// Parent of every channel's close token: cancelling it closes all connections.
+    pub close_all: CancellationToken,
+}
+
+/// Wraps an established stream in a [`Channel`] and spawns its reader and writer.
+pub(crate) fn spawn_connection(
+    stream: TcpStream,
+    ctx: &ConnectionContext,
+) -> std::io::Result<Channel> {
+    let remote = stream.peer_addr()?;
+    let local = stream.local_addr()?;
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(peer = %remote, error = %e, "cannot set TCP_NODELAY");
+    }
+    let (read_half, write_half) = stream.into_split();
+    let (tx, rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
+    let channel = Channel::new(
+        remote,
+        local,
+        tx,
+        ctx.options.max_pending_invokes,
+        ctx.close_all.child_token(),
+    );
+    if let Some(listener) = ctx.dispatcher.listener() {
+        listener.on_connect(&channel);
+    }
+    ctx.connections.spawn(write_loop(
+        channel.clone(),
+        write_half,
+        rx,
+        Arc::clone(&ctx.dispatcher),
+    ));
+    ctx.connections
+        .spawn(read_loop(channel.clone(), read_half, ctx.clone()));
+    Ok(channel)
+}
+
+enum ReadEvent {
+    Frame(RemotingCommand),
+    Idle,
+    Eof,
+    Failed(RemotingError),
+}
+
+async fn next_event(
+    reader: &mut FramedRead<OwnedReadHalf, RemotingCodec>,
+    idle: Option<Duration>,
+) -> ReadEvent {
+    let next = match idle {
+        Some(idle) => match tokio::time::timeout(idle, reader.next()).await {
+            Ok(next) => next,
+            Err(_) => return ReadEvent::Idle,
+        },
+        None => reader.next().await,
+    };
+    match next {
+        Some(Ok(cmd)) => ReadEvent::Frame(cmd),
+        Some(Err(e)) => ReadEvent::Failed(e),
+        None => ReadEvent::Eof,
+    }
+}
+
+async fn read_loop(channel: Channel, read_half: OwnedReadHalf, ctx: ConnectionContext) {
+    let mut reader =
+        FramedRead::with_capacity(read_half, RemotingCodec::new(), READ_BUFFER_CAPACITY);
+    let max_in_flight = ctx.options.max_in_flight.max(1);
+    let permits = Arc::new(Semaphore::new(max_in_flight));
+    let close = channel.close_token().clone();
+    let peer = channel.remote_addr();
+    let mut stopped = false;
+    loop {
+        let permit = tokio::select! {
+            biased;
+            _ = close.cancelled() => break,
+            _ = ctx.stop.cancelled() => { stopped = true; break }
+            permit = Arc::clone(&permits).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
+        let event = tokio::select! {
+            biased;
+            _ = close.cancelled() => break,
+            _ = ctx.stop.cancelled() => { stopped = true; break }
+            event = next_event(&mut reader, ctx.options.idle_timeout) => event,
+        };
+        match event {
+            ReadEvent::Frame(cmd) if cmd.is_response() => {
+                if !channel.complete(cmd) {
+                    tracing::debug!(peer = %peer, "response for a request nobody waits for (timed out?)");
+                }
+            }
+            ReadEvent::Frame(cmd) => {
+                let dispatcher = Arc::clone(&ctx.dispatcher);
+                let channel = channel.clone();
+                ctx.requests.spawn(async move {
+                    let _permit = permit;
+                    process_request(&dispatcher, &channel, cmd).await;
+                });
+            }
+            ReadEvent::Idle => {
+                // Our own permit is held while reading; anything else missing is being processed.
+                let processing = permits.available_permits() + 1 < max_in_flight;
+                if processing || channel.pending_requests() > 0 {
+                    continue;
+                }
+                tracing::info!(peer = %peer, "closing idle connection");
+                if let Some(listener) = ctx.dispatcher.listener() {
+                    listener.on_idle(&channel);
+                }
+                break;
+            }
+            ReadEvent::Eof => {
+                tracing::debug!(peer = %peer, "connection closed by peer");
+                break;
+            }
+            ReadEvent::Failed(error) => {
+                match &error {
+                    RemotingError::Io(e) => {
+                        tracing::debug!(peer = %peer, error = %e, "read failed")
+                    }
+                    other => {
+                        tracing::warn!(peer = %peer, reason = %other, "undecodable frame, closing connection")
+                    }
+                }
+                if let Some(listener) = ctx.dispatcher.listener() {
+                    listener.on_exception(&channel, &error);
+                }
+                break;
+            }
+        }
+    }
+    if stopped {
+        // Shutting down: take no more requests, but keep the connection until it is closed so
+        // the responses of requests still in flight can be written.
+        close.cancelled().await;
+    }
+    channel.close();
+    if let Some(listener) = ctx.dispatcher.listener() {
+        listener.on_close(&channel);
+    }
+}
+
+async fn process_request(dispatcher: &Dispatcher, channel: &Channel, request: RemotingCommand) {
+    let code = request.code;
+    let Some(response) = dispatcher.dispatch(channel, request).await else {
+        return;
+    };
+    let opaque = response.opaque;
+    let serialize_type = response.serialize_type;
+    match channel.send_response(response).await {
+        Ok(()) => {}
+        Err(RemotingError::Protocol(e)) => {
+            tracing::error!(peer = %channel.remote_addr(), code, error = %e, "response cannot be encoded");
+            let mut fallback = RemotingCommand::response(
+                ResponseCode::SystemError,
+                Some(format!("response cannot be encoded: {e}")),
+            );
+            fallback.opaque = opaque;
+            fallback.serialize_type = serialize_type;
+            if let Err(e) = channel.send_response(fallback).await {
+                tracing::debug!(peer = %channel.remote_addr(), error = %e, "error response not sent");
+            }
+        }
+        Err(e) => {
+            tracing::debug!(peer = %channel.remote_addr(), code, error = %e, "response not sent")
+        }
+    }
+}
+
+async fn write_loop(
+    channel: Channel,
+    mut socket: OwnedWriteHalf,
+    mut queue: mpsc::Receiver<Bytes>,
+    dispatcher: Arc<Dispatcher>,
+) {
+    let close = channel.close_token().clone();
+    // Bounds how long writes may continue once the connection is closing (peer not reading).
+    let drain_deadline = async {
+        close.cancelled().await;
+        tokio::time::sleep(WRITE_DRAIN_TIMEOUT).await;
+    };
+    tokio::pin!(drain_deadline);
+    let mut batch = Vec::with_capacity(WRITE_BATCH_MAX_FRAMES);
+    let mut buf = BytesMut::with_capacity(WRITE_COALESCE_BYTES);
+    loop {
+        // Queued frames first: a closing connection still flushes what was queued before.
+        let received = tokio::select! {
+            biased;
+            n = queue.recv_many(&mut batch, WRITE_BATCH_MAX_FRAMES) => n,
+            _ = close.cancelled() => 0,
+        };
+        if received == 0 {
+            break;
+        }
+        let result = tokio::select! {
+            r = write_batch(&mut socket, &mut batch, &mut buf) => r,
+            _ = &mut drain_deadline => break,
+        };
+        if let Err(e) = result {
+            tracing::debug!(peer = %channel.remote_addr(), error = %e, "write failed, closing connection");
+            let error = RemotingError::from(e);
+            if let Some(listener) = dispatcher.listener() {
+                listener.on_exception(&channel, &error);
+            }
+            break;
+        }
+    }
+    channel.close();
+    let _ = tokio::time::timeout(WRITE_DRAIN_TIMEOUT, socket.shutdown()).await;
+}
+
+/// Writes `batch` (emptying it), coalescing small frames into `buf`.
+async fn write_batch(
+    socket: &mut OwnedWriteHalf,
+    batch: &mut Vec<Bytes>,
+    buf: &mut BytesMut,
+) -> std::io::Result<()> {
+    for frame in batch.drain(..) {
+        if frame.len() >= WRITE_DIRECT_THRESHOLD {
+            if !buf.is_empty() {
+                socket.write_all(buf).await?;
+                buf.clear();
+            }
+            socket.write_all(&frame).await?;
+            continue;
+        }
+        buf.extend_from_slice(&frame);
+        if buf.len() >= WRITE_COALESCE_BYTES {
+            socket.write_all(buf).await?;
+            buf.clear();
+        }
+    }
+    if !buf.is_empty() {
+        socket.write_all(buf).await?;
+        buf.clear();
+    }
+    Ok(())
+}

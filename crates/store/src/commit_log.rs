@@ -1,0 +1,495 @@
+//! The CommitLog: every message of every topic, appended back to back in segment files (§6.1).
+//!
+//! An append assigns the message its physical offset (where it lands), its queue offset (the
+//! next slot of its topic/queue, from the `topic-queueId → next offset` table that recovery
+//! rebuilds from the ConsumeQueues), its store timestamp and body CRC, and encodes the record
+//! directly into the mapped segment — the only copy of the body is the one into the page cache.
+//! Records never span segments: when `record + 8 > free`, the rest of the segment is claimed by a
+//! BLANK entry and the record goes to the start of the next segment.
+//!
+//! Appends are serialised by one short mutex (the encode is a few `memcpy`s; CRCs and size checks
+//! are computed before taking it). Durability is not handled here: the caller asks `flush.rs`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use comet_protocol::message::batch::BatchEntry;
+use comet_protocol::message::record::{
+    self, MAX_RECORD_PROPERTIES_LEN, MAX_RECORD_TOPIC_LEN, MAX_V1_TOPIC_LEN,
+};
+use comet_protocol::message::{BLANK_ENTRY_LEN, MessageExt, Properties, id, sysflag};
+use parking_lot::Mutex;
+
+use crate::config::MessageStoreConfig;
+use crate::error::StoreError;
+use crate::mapped_file::MappedFile;
+use crate::mapped_file_queue::MappedFileQueue;
+
+/// Prefix of retry topics, which may exceed 127 bytes (MAGIC V2).
+pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+/// Prefix of dead-letter topics, which may exceed 127 bytes (MAGIC V2).
+pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
+/// Most messages accepted in one batch.
+pub const MAX_BATCH_MESSAGES: usize = comet_protocol::limits::MAX_BATCH_MESSAGES;
+
+/// Outcome of a put (RocketMQ `PutMessageStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PutMessageStatus {
+    PutOk,
+    FlushDiskTimeout,
+    FlushSlaveTimeout,
+    SlaveNotAvailable,
+    ServiceNotAvailable,
+    CreateMappedFileFailed,
+    MessageIllegal,
+    PropertiesSizeExceeded,
+    OsPageCacheBusy,
+    UnknownError,
+    LmqConsumeQueueNumExceeded,
+}
+
+impl PutMessageStatus {
+    /// Whether the message was written (it may still lack the requested durability).
+    pub fn is_written(self) -> bool {
+        matches!(
+            self,
+            PutMessageStatus::PutOk
+                | PutMessageStatus::FlushDiskTimeout
+                | PutMessageStatus::FlushSlaveTimeout
+                | PutMessageStatus::SlaveNotAvailable
+        )
+    }
+}
+
+/// Where and how a message (or a batch) was appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendMessageResult {
+    /// Physical offset of the first record.
+    pub wrote_offset: i64,
+    /// Bytes of all records written (BLANK padding excluded).
+    pub wrote_bytes: usize,
+    /// Offset message id (§5.7); comma-joined for a batch.
+    pub msg_id: String,
+    pub store_timestamp: i64,
+    /// Queue offset of the first record (0 for prepared/rollback transaction records).
+    pub logics_offset: i64,
+    /// Number of records written.
+    pub msg_num: usize,
+}
+
+/// Result of `put_message` / `put_messages`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutMessageResult {
+    pub status: PutMessageStatus,
+    pub append: Option<AppendMessageResult>,
+}
+
+impl PutMessageResult {
+    pub fn failed(status: PutMessageStatus) -> Self {
+        Self {
+            status,
+            append: None,
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.status == PutMessageStatus::PutOk
+    }
+}
+
+/// A batch to store as consecutive records of one queue (SEND_BATCH_MESSAGE, §5.6): the header's
+/// topic, queue, sys flag, born/store info, and each inner message's flag, body and properties.
+#[derive(Debug, Clone)]
+pub struct MessageExtBatch {
+    pub topic: String,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub messages: Vec<BatchEntry>,
+}
+
+impl MessageExtBatch {
+    /// Decodes a SEND_BATCH_MESSAGE body (§5.6) into a batch for `topic`/`queue_id`.
+    pub fn from_body(
+        topic: impl Into<String>,
+        queue_id: i32,
+        body: &Bytes,
+        born_host: SocketAddr,
+        store_host: SocketAddr,
+    ) -> Result<Self, StoreError> {
+        let messages = comet_protocol::message::batch::decode_batch(body)?;
+        Ok(Self {
+            topic: topic.into(),
+            queue_id,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host,
+            store_host,
+            reconsume_times: 0,
+            messages,
+        })
+    }
+}
+
+/// Next queue offset per (topic, queue id).
+#[derive(Debug, Default)]
+struct TopicQueueTable {
+    table: HashMap<String, HashMap<i32, i64>>,
+}
+
+impl TopicQueueTable {
+    fn get(&self, topic: &str, queue_id: i32) -> i64 {
+        self.table
+            .get(topic)
+            .and_then(|q| q.get(&queue_id))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn advance(&mut self, topic: &str, queue_id: i32, by: i64) {
+        if let Some(per_topic) = self.table.get_mut(topic) {
+            *per_topic.entry(queue_id).or_insert(0) += by;
+            return;
+        }
+        self.table
+            .entry(topic.to_owned())
+            .or_default()
+            .insert(queue_id, by);
+    }
+}
+
+/// The CommitLog of a store.
+pub struct CommitLog {
+    queue: MappedFileQueue,
+    max_message_size: usize,
+    auto_message_version_on_topic_len: bool,
+    writer: Mutex<TopicQueueTable>,
+}
+
+impl std::fmt::Debug for CommitLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitLog")
+            .field("queue", &self.queue)
+            .finish()
+    }
+}
+
+/// Current wall-clock time in milliseconds since the Unix epoch.
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl CommitLog {
+    /// A CommitLog over `config`'s commit-log directory; call [`CommitLog::load`] next.
+    pub fn new(config: &MessageStoreConfig) -> Self {
+        Self {
+            queue: MappedFileQueue::new(&config.commit_log_dir(), config.mapped_file_size_commit_log),
+            max_message_size: config.max_message_size,
+            auto_message_version_on_topic_len: config.auto_message_version_on_topic_len,
+            writer: Mutex::new(TopicQueueTable::default()),
+        }
+    }
+
+    /// Maps the existing segments (positions are set by recovery).
+    pub fn load(&self) -> Result<(), StoreError> {
+        self.queue.load()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.queue.dir()
+    }
+
+    /// The underlying segment queue (recovery, flush and retention work on it directly).
+    pub fn mapped_file_queue(&self) -> &MappedFileQueue {
+        &self.queue
+    }
+
+    pub fn mapped_file_size(&self) -> usize {
+        self.queue.mapped_file_size()
+    }
+
+    /// First physical offset still stored.
+    pub fn min_offset(&self) -> i64 {
+        let Some(first) = self.queue.first_file() else {
+            return 0;
+        };
+        // A first segment whose start was never written (fresh file after retention) counts from
+        // the next one, like RocketMQ's `rollNextFile` fallback.
+        first.file_from_offset()
+    }
+
+    /// End of the written data.
+    pub fn max_offset(&self) -> i64 {
+        self.queue.max_offset()
+    }
+
+    /// End of the durable data.
+    pub fn flushed_where(&self) -> i64 {
+        self.queue.flushed_where()
+    }
+
+    /// Start of the segment after the one holding `offset`.
+    pub fn roll_next_file(&self, offset: i64) -> i64 {
+        self.queue.roll_next_file(offset)
+    }
+
+    /// The segment holding `offset`.
+    pub fn find_file(&self, offset: i64) -> Option<Arc<MappedFile>> {
+        self.queue.find_by_offset(offset)
+    }
+
+    /// Replaces the next-queue-offset table (recovery: from the ConsumeQueues' max offsets).
+    pub fn set_topic_queue_table(&self, entries: impl IntoIterator<Item = (String, i32, i64)>) {
+        let mut table = TopicQueueTable::default();
+        for (topic, queue_id, next) in entries {
+            table.table.entry(topic).or_default().insert(queue_id, next);
+        }
+        *self.writer.lock() = table;
+    }
+
+    /// Next queue offset the CommitLog will assign to (topic, queue id).
+    pub fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.writer.lock().get(topic, queue_id)
+    }
+
+    /// Forgets a topic's queue offsets (`delete_topics`).
+    pub fn remove_topic(&self, topic: &str) {
+        self.writer.lock().table.remove(topic);
+    }
+
+    /// Zero-copy bytes `[offset, offset + size)`, if they are within one stored segment.
+    pub fn get_message(&self, offset: i64, size: i32) -> Option<Bytes> {
+        let file = self.queue.find_by_offset(offset)?;
+        let pos = usize::try_from(offset - file.file_from_offset()).ok()?;
+        file.slice(pos, usize::try_from(size).ok()?)
+    }
+
+    /// The whole record at `offset` (its size read from TOTALSIZE).
+    pub fn get_record(&self, offset: i64) -> Option<Bytes> {
+        let file = self.queue.find_by_offset(offset)?;
+        let pos = usize::try_from(offset - file.file_from_offset()).ok()?;
+        let size = record::peek_total_size(file.read_at(pos, 4)?)?;
+        if size <= 0 {
+            return None;
+        }
+        file.slice(pos, usize::try_from(size).ok()?)
+    }
+
+    /// Store timestamp of the record at `offset` of `size` bytes, if it is a valid record.
+    pub fn pickup_store_timestamp(&self, offset: i64, size: i32) -> Option<i64> {
+        let file = self.queue.find_by_offset(offset)?;
+        let pos = usize::try_from(offset - file.file_from_offset()).ok()?;
+        let buf = file.read_at(pos, usize::try_from(size).ok()?)?;
+        record::decode_record_view(buf)
+            .ok()
+            .map(|v| v.store_timestamp)
+    }
+
+    fn check_topic(&self, topic: &str) -> Result<(), PutMessageStatus> {
+        let len = topic.len();
+        if len == 0 || len > MAX_RECORD_TOPIC_LEN {
+            return Err(PutMessageStatus::MessageIllegal);
+        }
+        if len > MAX_V1_TOPIC_LEN {
+            let system = topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
+                || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX);
+            if !system || !self.auto_message_version_on_topic_len {
+                return Err(PutMessageStatus::MessageIllegal);
+            }
+        }
+        Ok(())
+    }
+
+    fn check_properties(props: &Properties) -> Result<(), PutMessageStatus> {
+        if props.encoded_len() > MAX_RECORD_PROPERTIES_LEN {
+            return Err(PutMessageStatus::PropertiesSizeExceeded);
+        }
+        Ok(())
+    }
+
+    /// Size of the record `msg` encodes to, checked against the segment size.
+    fn record_len(&self, msg: &MessageExt) -> Result<usize, PutMessageStatus> {
+        let len = record::encoded_record_size(msg).map_err(|e| {
+            tracing::warn!(topic = %msg.topic, error = %e, "message cannot be encoded");
+            PutMessageStatus::MessageIllegal
+        })?;
+        if len + BLANK_ENTRY_LEN > self.queue.mapped_file_size() {
+            tracing::warn!(topic = %msg.topic, len, "record larger than a commit log segment");
+            return Err(PutMessageStatus::MessageIllegal);
+        }
+        Ok(len)
+    }
+
+    /// Returns a segment with room for `len` bytes (plus the BLANK reserve), padding the current
+    /// one with a BLANK entry if it has not.
+    fn reserve(&self, len: usize) -> Result<Arc<MappedFile>, PutMessageStatus> {
+        let mut rolled = false;
+        loop {
+            let file = self.queue.last_file_or_create(0).map_err(|e| {
+                tracing::error!(error = %e, "cannot create commit log segment");
+                PutMessageStatus::CreateMappedFileFailed
+            })?;
+            let free = file.free_space();
+            if len + BLANK_ENTRY_LEN <= free {
+                return Ok(file);
+            }
+            if rolled {
+                // A fresh segment cannot hold it: `record_len` rules this out.
+                return Err(PutMessageStatus::MessageIllegal);
+            }
+            let padded = file.append_with(free, |dst| {
+                if let Some(head) = dst.get_mut(..BLANK_ENTRY_LEN) {
+                    record::encode_blank_into(free, head)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = padded {
+                tracing::error!(error = %e, "cannot write BLANK entry");
+                return Err(PutMessageStatus::UnknownError);
+            }
+            rolled = true;
+        }
+    }
+
+    /// Appends one message. The caller fills topic, queue id, flag, body, properties, sys flag,
+    /// born timestamp/host, store host, reconsume times and prepared transaction offset; this
+    /// assigns the rest.
+    pub fn put_message(&self, mut msg: MessageExt) -> Result<AppendMessageResult, PutMessageStatus> {
+        self.check_topic(&msg.topic)?;
+        if msg.body.len() > self.max_message_size {
+            return Err(PutMessageStatus::MessageIllegal);
+        }
+        Self::check_properties(&msg.properties)?;
+        msg.body_crc = record::body_crc(&msg.body);
+        let len = self.record_len(&msg)?;
+        msg.store_size = i32::try_from(len).map_err(|_| PutMessageStatus::MessageIllegal)?;
+        let tran = sysflag::transaction_type(msg.sys_flag);
+        let counted = tran != sysflag::TRANSACTION_PREPARED_TYPE
+            && tran != sysflag::TRANSACTION_ROLLBACK_TYPE;
+
+        let mut table = self.writer.lock();
+        let file = self.reserve(len)?;
+        let store_timestamp = now_millis();
+        msg.store_timestamp = store_timestamp;
+        msg.queue_offset = if counted {
+            table.get(&msg.topic, msg.queue_id)
+        } else {
+            0
+        };
+        msg.commit_log_offset =
+            file.file_from_offset() + i64::try_from(file.wrote_position()).unwrap_or(0);
+        let written = file.append_with(len, |dst| {
+            record::encode_record_into(&msg, dst)?;
+            Ok(())
+        });
+        if let Err(e) = written {
+            tracing::error!(error = %e, "cannot encode record into commit log");
+            return Err(PutMessageStatus::UnknownError);
+        }
+        file.set_store_timestamp(store_timestamp);
+        if counted {
+            table.advance(&msg.topic, msg.queue_id, 1);
+        }
+        drop(table);
+
+        Ok(AppendMessageResult {
+            wrote_offset: msg.commit_log_offset,
+            wrote_bytes: len,
+            msg_id: id::offset_msg_id(msg.store_host, msg.commit_log_offset),
+            store_timestamp,
+            logics_offset: msg.queue_offset,
+            msg_num: 1,
+        })
+    }
+
+    /// Appends a batch as consecutive records with consecutive queue offsets, all in one segment.
+    pub fn put_messages(&self, batch: MessageExtBatch) -> Result<AppendMessageResult, PutMessageStatus> {
+        self.check_topic(&batch.topic)?;
+        let n = batch.messages.len();
+        if n == 0 || n > MAX_BATCH_MESSAGES {
+            return Err(PutMessageStatus::MessageIllegal);
+        }
+        let tran = sysflag::transaction_type(batch.sys_flag);
+        if tran == sysflag::TRANSACTION_PREPARED_TYPE || tran == sysflag::TRANSACTION_ROLLBACK_TYPE {
+            return Err(PutMessageStatus::MessageIllegal);
+        }
+        let body_total: usize = batch.messages.iter().map(|m| m.body.len()).sum();
+        if body_total > self.max_message_size {
+            return Err(PutMessageStatus::MessageIllegal);
+        }
+        let mut msgs = Vec::with_capacity(n);
+        let mut total = 0usize;
+        for entry in batch.messages {
+            Self::check_properties(&entry.properties)?;
+            let mut msg = MessageExt::new(batch.topic.clone(), entry.body);
+            msg.flag = entry.flag;
+            msg.properties = entry.properties;
+            msg.queue_id = batch.queue_id;
+            msg.sys_flag = batch.sys_flag;
+            msg.born_timestamp = batch.born_timestamp;
+            msg.born_host = batch.born_host;
+            msg.store_host = batch.store_host;
+            msg.reconsume_times = batch.reconsume_times;
+            msg.body_crc = record::body_crc(&msg.body);
+            let len = self.record_len(&msg)?;
+            msg.store_size = i32::try_from(len).map_err(|_| PutMessageStatus::MessageIllegal)?;
+            total += len;
+            msgs.push(msg);
+        }
+        if total + BLANK_ENTRY_LEN > self.queue.mapped_file_size() {
+            return Err(PutMessageStatus::MessageIllegal);
+        }
+
+        let mut table = self.writer.lock();
+        let file = self.reserve(total)?;
+        let store_timestamp = now_millis();
+        let first_queue_offset = table.get(&batch.topic, batch.queue_id);
+        let first_phys =
+            file.file_from_offset() + i64::try_from(file.wrote_position()).unwrap_or(0);
+        let written = file.append_with(total, |dst| {
+            let mut at = 0usize;
+            let mut phys = first_phys;
+            for (i, msg) in msgs.iter_mut().enumerate() {
+                msg.store_timestamp = store_timestamp;
+                msg.queue_offset = first_queue_offset + i64::try_from(i).unwrap_or(0);
+                msg.commit_log_offset = phys;
+                let window = dst.get_mut(at..).ok_or_else(|| {
+                    StoreError::Config("batch layout exceeds its reservation".to_owned())
+                })?;
+                let wrote = record::encode_record_into(msg, window)?;
+                at += wrote;
+                phys += i64::try_from(wrote).unwrap_or(0);
+            }
+            Ok(())
+        });
+        if let Err(e) = written {
+            tracing::error!(error = %e, "cannot encode batch into commit log");
+            return Err(PutMessageStatus::UnknownError);
+        }
+        file.set_store_timestamp(store_timestamp);
+        table.advance(&batch.topic, batch.queue_id, i64::try_from(n).unwrap_or(0));
+        drop(table);
+
+        let msg_id = msgs
+            .iter()
+            .map(|m| id::offset_msg_id(m.store_host, m.commit_log_offset))
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok(AppendMessageResult {
+            wrote_offset: first_phys,
+            wrote_bytes: total,
+            msg_id,
+            store_timestamp,
+            logics_offset: first_queue_offset,
+            msg_num: n,
+        })
+    }
+}

@@ -1,0 +1,458 @@
+//! Dispatch ("reput"): building the ConsumeQueues and the index from the CommitLog.
+//!
+//! The CommitLog is the only thing written on the put path; everything consumers read by queue
+//! offset or key is derived from it here, by one thread that follows the CommitLog from the
+//! dispatched offset up to the *dispatchable limit*:
+//! - ASYNC_FLUSH: the written position (what is in the page cache);
+//! - SYNC_FLUSH: the **flushed** position — a consumer must never see a message that a power
+//!   cut could take back after the producer was told it failed or timed out.
+//!
+//! Per record: a ConsumeQueue unit (not for PREPARED/ROLLBACK transaction records, which are
+//! invisible until committed), index entries for UNIQ_KEY and each KEYS entry (not for ROLLBACK),
+//! then the registered [`MessageArrivingListener`], which wakes long-polling pull requests.
+//!
+//! The thread sleeps on a [`Waker`] that every append (ASYNC) or flush (SYNC) signals, so the
+//! append → listener latency is a thread wake-up, not a polling period. The same
+//! [`Dispatcher`] is used synchronously by recovery to re-dispatch the log tail.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use comet_protocol::message::properties::keys;
+use comet_protocol::message::record::{self, RecordView};
+use comet_protocol::message::{BLANK_ENTRY_LEN, BLANK_MAGIC, sysflag, tags_hash};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::commit_log::CommitLog;
+use crate::config::FlushDiskType;
+use crate::consume_queue::{ConsumeQueueTable, CqUnit};
+use crate::error::StoreError;
+use crate::flush::{DispatchProgress, ServiceState, Waker, spawn_service};
+use crate::index_service::IndexService;
+
+/// Topic of delayed messages; its ConsumeQueue tags code is the delivery time (§6.7).
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+/// Safety-net period of the reput thread's wait; wake-ups normally come from appends/flushes.
+pub const REPUT_IDLE_WAIT: Duration = Duration::from_millis(1000);
+/// Delivery delay used when a DELAY level has no table entry (RocketMQ's fallback).
+const DEFAULT_DELIVER_DELAY_MS: i64 = 1000;
+
+/// What the arriving listener is told about each dispatched message.
+#[derive(Debug, Clone, Copy)]
+pub struct MessageArrival<'a> {
+    pub topic: &'a str,
+    pub queue_id: i32,
+    /// Queue offset of the message + 1: the queue's new max offset.
+    pub max_offset: i64,
+    pub tags_code: i64,
+    pub store_timestamp: i64,
+    /// Raw properties string (§5.4), for SQL92-style filters.
+    pub properties: &'a [u8],
+}
+
+/// Called by the reput thread for every message that became consumable. Implementations must be
+/// quick (hand off to another task): they run on the dispatch thread.
+pub trait MessageArrivingListener: Send + Sync {
+    fn arriving(&self, arrival: &MessageArrival<'_>);
+}
+
+/// Everything dispatch needs from one record, borrowed from the mapped CommitLog.
+#[derive(Debug, Clone, Copy)]
+pub struct DispatchRequest<'a> {
+    pub topic: &'a str,
+    pub queue_id: i32,
+    pub commit_log_offset: i64,
+    pub msg_size: i32,
+    pub tags_code: i64,
+    pub store_timestamp: i64,
+    pub consume_queue_offset: i64,
+    pub sys_flag: i32,
+    pub properties: &'a [u8],
+}
+
+impl<'a> DispatchRequest<'a> {
+    /// Builds the request for a decoded record. The tags code is the Java hash of TAGS, or for
+    /// SCHEDULE_TOPIC_XXXX the delivery timestamp `store_timestamp + delay(level)`.
+    pub fn from_view(view: &RecordView<'a>, delay_levels_ms: &[i64]) -> Self {
+        let mut tags_code = view
+            .property(keys::TAGS)
+            .filter(|t| !t.is_empty())
+            .map_or(0, tags_hash);
+        if view.topic == SCHEDULE_TOPIC
+            && let Some(level) = view
+                .property(keys::DELAY_TIME_LEVEL)
+                .and_then(|l| l.trim().parse::<i64>().ok())
+            && level > 0
+        {
+            let max_level = i64::try_from(delay_levels_ms.len()).unwrap_or(i64::MAX);
+            let level = level.min(max_level);
+            let delay = usize::try_from(level - 1)
+                .ok()
+                .and_then(|i| delay_levels_ms.get(i))
+                .copied()
+                .unwrap_or(DEFAULT_DELIVER_DELAY_MS);
+            tags_code = view.store_timestamp.saturating_add(delay);
+        }
+        Self {
+            topic: view.topic,
+            queue_id: view.queue_id,
+            commit_log_offset: view.commit_log_offset,
+            msg_size: view.total_size,
+            tags_code,
+            store_timestamp: view.store_timestamp,
+            consume_queue_offset: view.queue_offset,
+            sys_flag: view.sys_flag,
+            properties: view.properties,
+        }
+    }
+
+    /// Whether the record gets a ConsumeQueue unit (not PREPARED or ROLLBACK).
+    pub fn is_consumable(&self) -> bool {
+        let tran = sysflag::transaction_type(self.sys_flag);
+        tran == sysflag::TRANSACTION_NOT_TYPE || tran == sysflag::TRANSACTION_COMMIT_TYPE
+    }
+
+    /// Whether the record gets index entries (everything but ROLLBACK).
+    pub fn is_indexed(&self) -> bool {
+        sysflag::transaction_type(self.sys_flag) != sysflag::TRANSACTION_ROLLBACK_TYPE
+    }
+}
+
+/// Applies dispatch requests to the ConsumeQueues and the index.
+pub struct Dispatcher {
+    queues: Arc<ConsumeQueueTable>,
+    index: Option<Arc<RwLock<IndexService>>>,
+    delay_levels_ms: Vec<i64>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("index", &self.index.is_some())
+            .finish()
+    }
+}
+
+impl Dispatcher {
+    pub fn new(
+        queues: Arc<ConsumeQueueTable>,
+        index: Option<Arc<RwLock<IndexService>>>,
+        delay_levels_ms: Vec<i64>,
+    ) -> Self {
+        Self {
+            queues,
+            index,
+            delay_levels_ms,
+        }
+    }
+
+    pub fn delay_levels_ms(&self) -> &[i64] {
+        &self.delay_levels_ms
+    }
+
+    /// Writes the ConsumeQueue unit and index entries of one record. Idempotent: re-dispatching
+    /// a record already present is a no-op in both.
+    pub fn dispatch(&self, req: &DispatchRequest<'_>) -> Result<(), StoreError> {
+        if req.is_consumable() {
+            let queue = self.queues.find_or_create(req.topic, req.queue_id)?;
+            queue.write().put(
+                req.consume_queue_offset,
+                CqUnit {
+                    commit_log_offset: req.commit_log_offset,
+                    size: req.msg_size,
+                    tags_code: req.tags_code,
+                },
+            )?;
+        }
+        if req.is_indexed()
+            && let Some(index) = &self.index
+        {
+            let uniq = comet_protocol::message::properties::find_property(req.properties, keys::UNIQ_KEY);
+            let user_keys =
+                comet_protocol::message::properties::find_property(req.properties, keys::KEYS);
+            let mut all: Vec<&str> = Vec::new();
+            all.extend(uniq);
+            if let Some(k) = user_keys {
+                all.extend(k.split(' ').filter(|k| !k.is_empty()));
+            }
+            if !all.is_empty() {
+                index
+                    .write()
+                    .put(req.topic, &all, req.commit_log_offset, req.store_timestamp)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Outcome of scanning one stretch of the CommitLog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanOutcome {
+    /// Offset the scan reached (next record to look at).
+    pub next_offset: i64,
+    /// Records dispatched.
+    pub records: u64,
+}
+
+/// Walks the records in `[from, limit)` of the CommitLog, calling `each` for every record
+/// (with its decoded view). A BLANK entry, or a tail too short for one, rolls to the next
+/// segment. At an undecodable record `on_bad(offset, reason)` decides: `Some(next)` continues at
+/// `next` (beyond `offset`), `None` stops there.
+pub fn scan_records(
+    commit_log: &CommitLog,
+    from: i64,
+    limit: i64,
+    mut each: impl FnMut(&RecordView<'_>),
+    mut on_bad: impl FnMut(i64, &str) -> Option<i64>,
+) -> ScanOutcome {
+    let blank_len = i64::try_from(BLANK_ENTRY_LEN).unwrap_or(i64::MAX);
+    let mut offset = from;
+    let mut records = 0u64;
+    'files: while offset < limit {
+        let Some(file) = commit_log.find_file(offset) else {
+            break;
+        };
+        let base = file.file_from_offset();
+        let file_end = base + i64::try_from(file.file_size()).unwrap_or(0);
+        let readable_end = base + i64::try_from(file.wrote_position()).unwrap_or(0);
+        let file_full = readable_end >= file_end;
+        let end = limit.min(readable_end);
+        loop {
+            if file_end - offset < blank_len {
+                // Records always leave room for a BLANK entry, so this is the segment's end.
+                if file_full {
+                    offset = file_end;
+                    continue 'files;
+                }
+                break 'files;
+            }
+            if offset >= end {
+                break 'files;
+            }
+            let pos = usize::try_from(offset - base).unwrap_or(usize::MAX);
+            let len = usize::try_from(end - offset).unwrap_or(0);
+            let Some(buf) = file.read_at(pos, len) else {
+                break 'files;
+            };
+            if record::peek_magic(buf) == Some(BLANK_MAGIC) {
+                if file_full {
+                    offset = file_end;
+                    continue 'files;
+                }
+                break 'files;
+            }
+            match record::decode_record_view(buf) {
+                Ok(view) => {
+                    each(&view);
+                    records += 1;
+                    offset += i64::from(view.total_size);
+                }
+                Err(e) => match on_bad(offset, &e.to_string()) {
+                    Some(next) if next > offset => {
+                        offset = next;
+                        continue 'files;
+                    }
+                    _ => break 'files,
+                },
+            }
+        }
+    }
+    ScanOutcome {
+        next_offset: offset,
+        records,
+    }
+}
+
+/// The reput thread.
+pub struct ReputService {
+    commit_log: Arc<CommitLog>,
+    dispatcher: Dispatcher,
+    mode: FlushDiskType,
+    reput_from_offset: AtomicI64,
+    last_store_timestamp: AtomicI64,
+    dispatched_records: AtomicU64,
+    waker: Arc<Waker>,
+    progress_lock: Mutex<()>,
+    progress_cv: Condvar,
+    listener: RwLock<Option<Arc<dyn MessageArrivingListener>>>,
+    state: ServiceState,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for ReputService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReputService")
+            .field("reput_from_offset", &self.reput_from_offset())
+            .finish()
+    }
+}
+
+impl DispatchProgress for ReputService {
+    fn last_dispatched_store_timestamp(&self) -> i64 {
+        self.last_store_timestamp.load(Ordering::Acquire)
+    }
+}
+
+impl ReputService {
+    pub fn new(
+        commit_log: Arc<CommitLog>,
+        dispatcher: Dispatcher,
+        mode: FlushDiskType,
+        waker: Arc<Waker>,
+        from: i64,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            commit_log,
+            dispatcher,
+            mode,
+            reput_from_offset: AtomicI64::new(from),
+            last_store_timestamp: AtomicI64::new(0),
+            dispatched_records: AtomicU64::new(0),
+            waker,
+            progress_lock: Mutex::new(()),
+            progress_cv: Condvar::new(),
+            listener: RwLock::new(None),
+            state: ServiceState::default(),
+            thread: Mutex::new(None),
+        })
+    }
+
+    /// Registers the listener woken for every consumable message.
+    pub fn set_listener(&self, listener: Option<Arc<dyn MessageArrivingListener>>) {
+        *self.listener.write() = listener;
+    }
+
+    /// Next CommitLog offset to dispatch.
+    pub fn reput_from_offset(&self) -> i64 {
+        self.reput_from_offset.load(Ordering::Acquire)
+    }
+
+    /// Records dispatched since start.
+    pub fn dispatched_records(&self) -> u64 {
+        self.dispatched_records.load(Ordering::Relaxed)
+    }
+
+    /// The offset up to which records may be dispatched (see the module docs).
+    pub fn dispatch_limit(&self) -> i64 {
+        match self.mode {
+            FlushDiskType::AsyncFlush => self.commit_log.max_offset(),
+            FlushDiskType::SyncFlush => self.commit_log.flushed_where(),
+        }
+    }
+
+    /// Bytes written but not yet dispatched.
+    pub fn behind(&self) -> i64 {
+        (self.dispatch_limit() - self.reput_from_offset()).max(0)
+    }
+
+    /// Wakes the thread (an append or a flush happened).
+    pub fn wake(&self) {
+        self.waker.wake();
+    }
+
+    pub fn start(self: &Arc<Self>) -> Result<(), StoreError> {
+        let me = Arc::clone(self);
+        let handle = spawn_service("comet-reput", move || {
+            while !me.state.is_stopped() {
+                me.do_reput();
+                me.waker.wait(REPUT_IDLE_WAIT);
+            }
+            // Drain what is dispatchable so a clean shutdown leaves the queues complete.
+            me.do_reput();
+        })?;
+        *self.thread.lock() = Some(handle);
+        Ok(())
+    }
+
+    /// Dispatches everything up to the current limit; returns the records dispatched.
+    pub fn do_reput(&self) -> u64 {
+        let mut total = 0;
+        loop {
+            let mut from = self.reput_from_offset();
+            let min = self.commit_log.min_offset();
+            if from < min {
+                tracing::warn!(from, min, "reput offset below the commit log start (retention); skipping ahead");
+                from = min;
+            }
+            let limit = self.dispatch_limit();
+            if from >= limit {
+                break;
+            }
+            let listener = self.listener.read().clone();
+            let outcome = scan_records(
+                &self.commit_log,
+                from,
+                limit,
+                |view| {
+                    let req = DispatchRequest::from_view(view, self.dispatcher.delay_levels_ms());
+                    if let Err(e) = self.dispatcher.dispatch(&req) {
+                        tracing::error!(topic = req.topic, queue_id = req.queue_id,
+                            offset = req.commit_log_offset, error = %e, "dispatch failed");
+                    }
+                    self.last_store_timestamp
+                        .store(req.store_timestamp, Ordering::Release);
+                    // Publish progress before waking consumers, so a pull triggered by the
+                    // listener sees the unit.
+                    self.reput_from_offset.store(
+                        req.commit_log_offset + i64::from(req.msg_size),
+                        Ordering::Release,
+                    );
+                    if req.is_consumable()
+                        && let Some(l) = &listener
+                    {
+                        l.arriving(&MessageArrival {
+                            topic: req.topic,
+                            queue_id: req.queue_id,
+                            max_offset: req.consume_queue_offset + 1,
+                            tags_code: req.tags_code,
+                            store_timestamp: req.store_timestamp,
+                            properties: req.properties,
+                        });
+                    }
+                },
+                |offset, reason| {
+                    tracing::error!(offset, reason, "undecodable record in the live commit log; skipping to the next segment");
+                    Some(self.commit_log.roll_next_file(offset))
+                },
+            );
+            self.reput_from_offset
+                .fetch_max(outcome.next_offset, Ordering::AcqRel);
+            self.dispatched_records
+                .fetch_add(outcome.records, Ordering::Relaxed);
+            total += outcome.records;
+            {
+                let _g = self.progress_lock.lock();
+                self.progress_cv.notify_all();
+            }
+            if outcome.next_offset <= from {
+                break;
+            }
+        }
+        total
+    }
+
+    /// Blocks until everything below `offset` is dispatched or `timeout` passes.
+    pub fn wait_dispatched(&self, offset: i64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut guard = self.progress_lock.lock();
+        while self.reput_from_offset() < offset {
+            if self.progress_cv.wait_until(&mut guard, deadline).timed_out() {
+                return self.reput_from_offset() >= offset;
+            }
+        }
+        true
+    }
+
+    /// Stops the thread after a final drain.
+    pub fn shutdown(&self) {
+        self.state.stop();
+        self.waker.wake();
+        if let Some(handle) = self.thread.lock().take()
+            && handle.join().is_err()
+        {
+            tracing::error!("reput thread panicked");
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Making the CommitLog (and the structures derived from it) durable.
+//!
+//! Two policies, as in RocketMQ:
+//! - **ASYNC_FLUSH**: a put is acknowledged once the record is in the page cache. A flush thread
+//!   msyncs every `flush_interval_commit_log`, or sooner once `flush_commit_log_least_pages`
+//!   pages are dirty, and everything at least every `flush_commit_log_thorough_interval`.
+//! - **SYNC_FLUSH** with group commit: a put registers "make offset X durable" and awaits a
+//!   oneshot. The flush thread takes *all* pending requests at once, does one msync covering the
+//!   highest of them (everything appended so far), and completes them together, so N concurrent
+//!   writers pay for one msync, not N. A put not completed within `sync_flush_timeout` answers
+//!   FLUSH_DISK_TIMEOUT (the record is still stored).
+//!
+//! Waiting is event-driven ([`Waker`], a condvar with a pending flag): appends wake the thread,
+//! and the thread wakes the reput service after a flush (under SYNC_FLUSH consumers may only see
+//! flushed data). Timeouts on the waits are safety nets, not the mechanism.
+//!
+//! [`FlushConsumeQueueService`] periodically flushes ConsumeQueues and the index and then writes
+//! the checkpoint, whose timestamps recovery relies on.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use tokio::sync::oneshot;
+
+use crate::checkpoint::Checkpoint;
+use crate::commit_log::CommitLog;
+use crate::config::{FlushDiskType, MessageStoreConfig};
+use crate::consume_queue::ConsumeQueueTable;
+use crate::error::StoreError;
+use crate::index_service::IndexService;
+use crate::mapped_file::OS_PAGE_SIZE;
+
+/// Attempts at the final flush on shutdown before giving up (RocketMQ `RETRY_TIMES_OVER`).
+pub const SHUTDOWN_FLUSH_RETRIES: usize = 10;
+
+/// A wake-up signal with memory: a `wake` before the `wait` is not lost.
+#[derive(Debug, Default)]
+pub struct Waker {
+    pending: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Waker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Wakes the waiter (or makes its next wait return immediately).
+    pub fn wake(&self) {
+        let mut pending = self.pending.lock();
+        if !*pending {
+            *pending = true;
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits until woken or `timeout` passes; consumes the wake-up. Returns whether it was woken.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let mut pending = self.pending.lock();
+        if !*pending {
+            let _ = self.cv.wait_for(&mut pending, timeout);
+        }
+        std::mem::replace(&mut *pending, false)
+    }
+}
+
+/// A stoppable background thread.
+#[derive(Debug, Default)]
+pub(crate) struct ServiceState {
+    stopped: AtomicBool,
+}
+
+impl ServiceState {
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+}
+
+/// Spawns a named thread.
+pub(crate) fn spawn_service(
+    name: &str,
+    body: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>, StoreError> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(body)
+        .map_err(|e| StoreError::io(format!("<thread {name}>"), e))
+}
+
+/// One SYNC_FLUSH waiter.
+struct GroupCommitRequest {
+    next_offset: i64,
+    done: oneshot::Sender<bool>,
+}
+
+/// The CommitLog flush thread, in either policy.
+pub struct CommitLogFlusher {
+    commit_log: Arc<CommitLog>,
+    checkpoint: Arc<Checkpoint>,
+    mode: FlushDiskType,
+    interval: Duration,
+    least_pages: usize,
+    thorough_interval: Duration,
+    requests: Mutex<Vec<GroupCommitRequest>>,
+    waker: Waker,
+    /// Woken after every flush that made progress (the reput service under SYNC_FLUSH).
+    on_flushed: Arc<Waker>,
+    state: ServiceState,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for CommitLogFlusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitLogFlusher")
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl CommitLogFlusher {
+    pub fn new(
+        config: &MessageStoreConfig,
+        commit_log: Arc<CommitLog>,
+        checkpoint: Arc<Checkpoint>,
+        on_flushed: Arc<Waker>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            commit_log,
+            checkpoint,
+            mode: config.flush_disk_type,
+            interval: config.flush_interval_commit_log,
+            least_pages: config.flush_commit_log_least_pages,
+            thorough_interval: config.flush_commit_log_thorough_interval,
+            requests: Mutex::new(Vec::new()),
+            waker: Waker::new(),
+            on_flushed,
+            state: ServiceState::default(),
+            thread: Mutex::new(None),
+        })
+    }
+
+    /// Starts the flush thread.
+    pub fn start(self: &Arc<Self>) -> Result<(), StoreError> {
+        let me = Arc::clone(self);
+        let handle = spawn_service("comet-commitlog-flush", move || me.run())?;
+        *self.thread.lock() = Some(handle);
+        Ok(())
+    }
+
+    pub fn mode(&self) -> FlushDiskType {
+        self.mode
+    }
+
+    /// SYNC_FLUSH: registers a waiter for `next_offset` (the end of the caller's record) and
+    /// wakes the thread. The receiver yields true once durable, false if the flush failed or the
+    /// service stopped.
+    pub fn request(&self, next_offset: i64) -> oneshot::Receiver<bool> {
+        let (tx, rx) = oneshot::channel();
+        if self.commit_log.flushed_where() >= next_offset {
+            let _ = tx.send(true);
+            return rx;
+        }
+        if self.state.is_stopped() {
+            let _ = tx.send(false);
+            return rx;
+        }
+        self.requests.lock().push(GroupCommitRequest {
+            next_offset,
+            done: tx,
+        });
+        self.waker.wake();
+        rx
+    }
+
+    /// Wakes the thread unconditionally (SYNC_FLUSH puts that do not wait still need flushing
+    /// before they become visible to consumers).
+    pub fn wake(&self) {
+        self.waker.wake();
+    }
+
+    /// ASYNC_FLUSH: wakes the thread once enough pages are dirty to be worth an msync.
+    pub fn wake_if_needed(&self) {
+        let dirty = self.commit_log.max_offset() - self.commit_log.flushed_where();
+        let threshold = i64::try_from(self.least_pages.max(1) * OS_PAGE_SIZE).unwrap_or(i64::MAX);
+        if dirty >= threshold {
+            self.waker.wake();
+        }
+    }
+
+    /// Flushes everything written so far; returns the new flushed offset and records the store
+    /// timestamp it covers in the checkpoint.
+    pub fn flush_all(&self) -> Result<i64, StoreError> {
+        self.flush_with(0)
+    }
+
+    fn flush_with(&self, least_pages: usize) -> Result<i64, StoreError> {
+        // Read the timestamp before the end offset: the record carrying it is then below the
+        // end, so once we flushed past the end that timestamp is durable.
+        let ts = self
+            .commit_log
+            .mapped_file_queue()
+            .last_file()
+            .map_or(0, |f| f.store_timestamp());
+        let target = self.commit_log.max_offset();
+        let before = self.commit_log.flushed_where();
+        let flushed = self.commit_log.mapped_file_queue().flush(least_pages)?;
+        if flushed >= target && ts > 0 {
+            self.checkpoint.set_physic_msg_timestamp(ts);
+        }
+        if flushed > before {
+            self.on_flushed.wake();
+        }
+        Ok(flushed)
+    }
+
+    fn run(&self) {
+        let mut last_thorough = Instant::now();
+        while !self.state.is_stopped() {
+            match self.mode {
+                FlushDiskType::AsyncFlush => {
+                    self.waker.wait(self.interval);
+                    let thorough = last_thorough.elapsed() >= self.thorough_interval;
+                    if thorough {
+                        last_thorough = Instant::now();
+                    }
+                    let least = if thorough { 0 } else { self.least_pages };
+                    if let Err(e) = self.flush_with(least) {
+                        tracing::error!(error = %e, "commit log flush failed");
+                    }
+                }
+                FlushDiskType::SyncFlush => {
+                    self.waker.wait(self.interval);
+                    self.group_commit();
+                }
+            }
+        }
+        // Final flush: retry a few times so a transient error does not lose the tail.
+        for attempt in 1..=SHUTDOWN_FLUSH_RETRIES {
+            match self.flush_with(0) {
+                Ok(flushed) if flushed >= self.commit_log.max_offset() => break,
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, attempt, "final commit log flush failed"),
+            }
+        }
+        self.group_commit();
+    }
+
+    /// Takes every pending request, flushes once, completes them all.
+    fn group_commit(&self) {
+        let pending = std::mem::take(&mut *self.requests.lock());
+        let flushed = match self.flush_with(0) {
+            Ok(flushed) => flushed,
+            Err(e) => {
+                tracing::error!(error = %e, "group commit flush failed");
+                self.commit_log.flushed_where()
+            }
+        };
+        for req in pending {
+            let _ = req.done.send(flushed >= req.next_offset);
+        }
+    }
+
+    /// Stops the thread after a final flush and waits for it.
+    pub fn shutdown(&self) {
+        self.state.stop();
+        self.waker.wake();
+        if let Some(handle) = self.thread.lock().take()
+            && handle.join().is_err()
+        {
+            tracing::error!("commit log flush thread panicked");
+        }
+        // Anyone who raced the stop gets an answer rather than a timeout.
+        for req in std::mem::take(&mut *self.requests.lock()) {
+            let _ = req
+                .done
+                .send(self.commit_log.flushed_where() >= req.next_offset);
+        }
+    }
+}
+
+/// Source of the "newest dispatched record" timestamp (the reput service).
+pub trait DispatchProgress: Send + Sync {
+    /// Store timestamp of the last record dispatched to the ConsumeQueues and index.
+    fn last_dispatched_store_timestamp(&self) -> i64;
+}
+
+/// Periodically flushes ConsumeQueues and the index, then persists the checkpoint.
+pub struct FlushConsumeQueueService {
+    queues: Arc<ConsumeQueueTable>,
+    index: Option<Arc<RwLock<IndexService>>>,
+    checkpoint: Arc<Checkpoint>,
+    progress: Arc<dyn DispatchProgress>,
+    interval: Duration,
+    waker: Waker,
+    state: ServiceState,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for FlushConsumeQueueService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlushConsumeQueueService")
+            .field("interval", &self.interval)
+            .finish()
+    }
+}
+
+impl FlushConsumeQueueService {
+    pub fn new(
+        config: &MessageStoreConfig,
+        queues: Arc<ConsumeQueueTable>,
+        index: Option<Arc<RwLock<IndexService>>>,
+        checkpoint: Arc<Checkpoint>,
+        progress: Arc<dyn DispatchProgress>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            queues,
+            index,
+            checkpoint,
+            progress,
+            interval: config.flush_interval_consume_queue,
+            waker: Waker::new(),
+            state: ServiceState::default(),
+            thread: Mutex::new(None),
+        })
+    }
+
+    pub fn start(self: &Arc<Self>) -> Result<(), StoreError> {
+        let me = Arc::clone(self);
+        let handle = spawn_service("comet-cq-flush", move || {
+            while !me.state.is_stopped() {
+                me.waker.wait(me.interval);
+                if let Err(e) = me.flush_once() {
+                    tracing::error!(error = %e, "consume queue flush failed");
+                }
+            }
+        })?;
+        *self.thread.lock() = Some(handle);
+        Ok(())
+    }
+
+    /// Flushes all ConsumeQueues and the index, then writes the checkpoint.
+    pub fn flush_once(&self) -> Result<(), StoreError> {
+        let ts = self.progress.last_dispatched_store_timestamp();
+        self.queues.flush()?;
+        if let Some(index) = &self.index {
+            index.read().flush()?;
+        }
+        if ts > 0 {
+            self.checkpoint.set_logics_msg_timestamp(ts);
+            self.checkpoint.set_index_msg_timestamp(ts);
+        }
+        self.checkpoint.flush()
+    }
+
+    /// Stops the thread (the caller does the final `flush_once`).
+    pub fn shutdown(&self) {
+        self.state.stop();
+        self.waker.wake();
+        if let Some(handle) = self.thread.lock().take()
+            && handle.join().is_err()
+        {
+            tracing::error!("consume queue flush thread panicked");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waker_remembers_a_wake_before_wait() {
+        let w = Waker::new();
+        w.wake();
+        assert!(w.wait(Duration::from_secs(5)));
+        assert!(!w.wait(Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn waker_wakes_a_blocked_thread() {
+        let w = Arc::new(Waker::new());
+        let w2 = Arc::clone(&w);
+        let t = std::thread::spawn(move || w2.wait(Duration::from_secs(30)));
+        // Whether the wake lands before or during the wait, the waiter must report it.
+        w.wake();
+        assert_eq!(t.join().ok(), Some(true));
+    }
+}

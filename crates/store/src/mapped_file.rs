@@ -1,0 +1,477 @@
+//! One memory-mapped store file: a CommitLog segment, a ConsumeQueue file or an IndexFile.
+//!
+//! RocketMQ writes every store file through a shared memory map: appends are plain memory
+//! copies into the page cache, reads hand out slices of the same pages, and durability is an
+//! explicit `msync` (the "flush"). We do the same with [`memmap2::MmapRaw`] behind an `Arc`, so a
+//! read can return a zero-copy [`Bytes`] that keeps the mapping alive even after the file was
+//! deleted by retention (the kernel keeps an unlinked, still-mapped file around).
+//!
+//! Concurrency contract:
+//! - `[0, wrote_position)` is published data: it is never written again except by
+//!   [`MappedFile::truncate_to`], which only recovery and dirty-tail truncation call.
+//! - `[wrote_position, file_size)` belongs to the single appender; appends are serialised by an
+//!   internal mutex, and the new `wrote_position` is published with `Release` ordering after the
+//!   bytes are in place, so a reader that loads it with `Acquire` sees complete records.
+//! - Flushes are serialised by a second mutex and never move `flushed_position` backwards.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use memmap2::{MmapOptions, MmapRaw};
+use parking_lot::Mutex;
+
+use crate::error::StoreError;
+
+/// Page size used for "least pages" flush decisions (RocketMQ `OS_PAGE_SIZE`).
+pub const OS_PAGE_SIZE: usize = 4096;
+/// Number of decimal digits in a store file name (`UtilAll.offset2FileName`).
+pub const FILE_NAME_DIGITS: usize = 20;
+/// Chunk size used when zeroing a truncated tail without hole punching.
+const ZERO_SCAN_CHUNK: usize = 64 * 1024;
+
+/// The 20-digit zero-padded decimal name of a file starting at `offset`.
+pub fn file_name(offset: i64) -> String {
+    format!("{offset:020}")
+}
+
+/// Parses a store file name back into its start offset; `None` for anything that is not exactly
+/// 20 decimal digits (temporary files, `.bak`, editor leftovers).
+pub fn parse_file_name(path: &Path) -> Option<i64> {
+    let name = path.file_name()?.to_str()?;
+    if name.len() != FILE_NAME_DIGITS || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok()
+}
+
+/// Keeps a mapping alive for a zero-copy [`Bytes`] slice.
+struct MapSlice {
+    map: Arc<MmapRaw>,
+    start: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for MapSlice {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `start + len <= map.len()` was checked when the slice was created, and the
+        // region was below `wrote_position` (published, immutable data) at that time.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.start), self.len) }
+    }
+}
+
+/// A memory-mapped store file of fixed size.
+pub struct MappedFile {
+    path: PathBuf,
+    file: File,
+    file_from_offset: i64,
+    file_size: usize,
+    map: Arc<MmapRaw>,
+    wrote_position: AtomicUsize,
+    flushed_position: AtomicUsize,
+    /// Store timestamp of the last record appended (CommitLog only; 0 otherwise).
+    store_timestamp: AtomicI64,
+    write_lock: Mutex<()>,
+    flush_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for MappedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedFile")
+            .field("path", &self.path)
+            .field("file_from_offset", &self.file_from_offset)
+            .field("file_size", &self.file_size)
+            .field("wrote_position", &self.wrote_position())
+            .field("flushed_position", &self.flushed_position())
+            .finish()
+    }
+}
+
+impl MappedFile {
+    /// Creates a new sparse file of `file_size` bytes at `path` (whose name must be the 20-digit
+    /// start offset) and maps it. Fails if the file already exists.
+    pub fn create(path: &Path, file_size: usize) -> Result<Self, StoreError> {
+        let from = Self::offset_from_path(path)?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| StoreError::io(path, e))?;
+        // set_len makes a sparse file: no zeros are written, blocks are allocated on first touch.
+        file.set_len(file_size as u64)
+            .map_err(|e| StoreError::io(path, e))?;
+        let mf = Self::map(path, file, from, file_size)?;
+        mf.wrote_position.store(0, Ordering::Release);
+        mf.flushed_position.store(0, Ordering::Release);
+        Ok(mf)
+    }
+
+    /// Maps an existing file. Its length must equal `file_size`.
+    ///
+    /// Like RocketMQ's load, `wrote_position` and `flushed_position` start at `file_size` (the
+    /// whole file is readable) until recovery sets the real end with
+    /// [`MappedFile::set_wrote_position`] / [`MappedFile::truncate_to`].
+    pub fn open(path: &Path, file_size: usize) -> Result<Self, StoreError> {
+        let from = Self::offset_from_path(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::io(path, e))?;
+        let len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
+        if len != file_size as u64 {
+            return Err(StoreError::corrupt(
+                path,
+                0,
+                format!("file length {len} differs from the configured size {file_size}"),
+            ));
+        }
+        let mf = Self::map(path, file, from, file_size)?;
+        mf.wrote_position.store(file_size, Ordering::Release);
+        mf.flushed_position.store(file_size, Ordering::Release);
+        Ok(mf)
+    }
+
+    fn offset_from_path(path: &Path) -> Result<i64, StoreError> {
+        parse_file_name(path).ok_or_else(|| {
+            StoreError::Config(format!(
+                "store file name {} is not a {FILE_NAME_DIGITS}-digit offset",
+                path.display()
+            ))
+        })
+    }
+
+    fn map(path: &Path, file: File, from: i64, file_size: usize) -> Result<Self, StoreError> {
+        if file_size == 0 {
+            return Err(StoreError::Config(format!(
+                "mapped file {} has size 0",
+                path.display()
+            )));
+        }
+        // MmapRaw hands out raw pointers only; every dereference below is bounds-checked against
+        // `file_size` and follows the publication protocol described in the module docs. As with
+        // any shared file mapping, another process truncating the file would fault us: the store
+        // directory is protected by the `lock` file for that reason.
+        let map = MmapOptions::new()
+            .len(file_size)
+            .map_raw(&file)
+            .map_err(|e| StoreError::io(path, e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            file_from_offset: from,
+            file_size,
+            map: Arc::new(map),
+            wrote_position: AtomicUsize::new(0),
+            flushed_position: AtomicUsize::new(0),
+            store_timestamp: AtomicI64::new(0),
+            write_lock: Mutex::new(()),
+            flush_lock: Mutex::new(()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Global offset of this file's first byte (its name).
+    pub fn file_from_offset(&self) -> i64 {
+        self.file_from_offset
+    }
+
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+
+    /// Bytes written (and readable) so far.
+    pub fn wrote_position(&self) -> usize {
+        self.wrote_position.load(Ordering::Acquire)
+    }
+
+    /// Sets the end of the valid data (recovery). Clamped to the file size.
+    pub fn set_wrote_position(&self, pos: usize) {
+        let _w = self.write_lock.lock();
+        self.wrote_position
+            .store(pos.min(self.file_size), Ordering::Release);
+    }
+
+    /// Bytes known to be durable.
+    pub fn flushed_position(&self) -> usize {
+        self.flushed_position.load(Ordering::Acquire)
+    }
+
+    /// Sets the flushed position (recovery). Clamped to the file size.
+    pub fn set_flushed_position(&self, pos: usize) {
+        let _f = self.flush_lock.lock();
+        self.flushed_position
+            .store(pos.min(self.file_size), Ordering::Release);
+    }
+
+    /// Store timestamp of the last CommitLog record written into this file (0 if unknown).
+    pub fn store_timestamp(&self) -> i64 {
+        self.store_timestamp.load(Ordering::Acquire)
+    }
+
+    pub fn set_store_timestamp(&self, ts: i64) {
+        self.store_timestamp.store(ts, Ordering::Release);
+    }
+
+    /// Free bytes after the wrote position.
+    pub fn free_space(&self) -> usize {
+        self.file_size.saturating_sub(self.wrote_position())
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.wrote_position() >= self.file_size
+    }
+
+    /// Appends `data` at the wrote position; returns the position it was written at.
+    pub fn append(&self, data: &[u8]) -> Result<usize, StoreError> {
+        self.append_with(data.len(), |dst| {
+            dst.copy_from_slice(data);
+            Ok(())
+        })
+    }
+
+    /// Reserves `len` bytes at the wrote position and lets `fill` write them in place (no
+    /// intermediate buffer). The bytes are published only if `fill` succeeds; returns the
+    /// position they were written at.
+    pub fn append_with<F>(&self, len: usize, fill: F) -> Result<usize, StoreError>
+    where
+        F: FnOnce(&mut [u8]) -> Result<(), StoreError>,
+    {
+        let _w = self.write_lock.lock();
+        let pos = self.wrote_position.load(Ordering::Acquire);
+        let free = self.file_size.saturating_sub(pos);
+        if len > free {
+            return Err(StoreError::FileFull {
+                path: self.path.clone(),
+                needed: len,
+                free,
+            });
+        }
+        // SAFETY: `pos + len <= file_size`, and `[pos, file_size)` is not yet published: no
+        // reader can hold a slice of it (reads are bounded by wrote_position), and other writers
+        // are excluded by `write_lock`. So this is the only reference to these bytes.
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len) };
+        fill(dst)?;
+        self.wrote_position.store(pos + len, Ordering::Release);
+        Ok(pos)
+    }
+
+    /// Borrowed view of published bytes `[pos, pos + len)`; `None` if any of it is past the
+    /// wrote position.
+    pub fn read_at(&self, pos: usize, len: usize) -> Option<&[u8]> {
+        let end = pos.checked_add(len)?;
+        if end > self.wrote_position() {
+            return None;
+        }
+        // SAFETY: bounds checked above (wrote_position <= file_size); published bytes are not
+        // mutated while readers exist (see module docs).
+        Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos), len) })
+    }
+
+    /// Zero-copy [`Bytes`] of published bytes `[pos, pos + len)`; it keeps the mapping alive.
+    pub fn slice(&self, pos: usize, len: usize) -> Option<Bytes> {
+        let end = pos.checked_add(len)?;
+        if end > self.wrote_position() {
+            return None;
+        }
+        Some(Bytes::from_owner(MapSlice {
+            map: Arc::clone(&self.map),
+            start: pos,
+            len,
+        }))
+    }
+
+    /// Whether `least_pages` dirty pages have accumulated (always true when full and dirty;
+    /// `least_pages == 0` means any dirty byte).
+    pub fn is_able_to_flush(&self, least_pages: usize) -> bool {
+        let flushed = self.flushed_position();
+        let wrote = self.wrote_position();
+        if wrote <= flushed {
+            return false;
+        }
+        if self.is_full() || least_pages == 0 {
+            return true;
+        }
+        wrote / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE >= least_pages
+    }
+
+    /// msyncs everything written so far; returns the new flushed position.
+    pub fn flush(&self) -> Result<usize, StoreError> {
+        self.flush_least(0)
+    }
+
+    /// msyncs if at least `least_pages` pages are dirty; returns the flushed position.
+    pub fn flush_least(&self, least_pages: usize) -> Result<usize, StoreError> {
+        let _f = self.flush_lock.lock();
+        if !self.is_able_to_flush(least_pages) {
+            return Ok(self.flushed_position());
+        }
+        let flushed = self.flushed_position();
+        let wrote = self.wrote_position();
+        if wrote > flushed {
+            self.map
+                .flush_range(flushed, wrote - flushed)
+                .map_err(|e| StoreError::io(&self.path, e))?;
+            self.flushed_position.store(wrote, Ordering::Release);
+        }
+        Ok(self.flushed_position())
+    }
+
+    /// Truncates the valid data to `pos`: everything from `pos` to the end of the file reads
+    /// as zeros afterwards (so a later scan cannot resurrect a torn or dirty record), and both
+    /// positions are set to `pos`.
+    ///
+    /// Only recovery and dirty-tail truncation call this: readers must not hold slices past
+    /// `pos` (they would observe the zeros).
+    pub fn truncate_to(&self, pos: usize) -> Result<(), StoreError> {
+        let pos = pos.min(self.file_size);
+        let _w = self.write_lock.lock();
+        let _f = self.flush_lock.lock();
+        let page_end = pos.div_ceil(OS_PAGE_SIZE).saturating_mul(OS_PAGE_SIZE).min(self.file_size);
+        self.zero_range(pos, page_end);
+        if page_end < self.file_size && !self.punch_hole(page_end, self.file_size - page_end) {
+            let mut at = page_end;
+            while at < self.file_size {
+                let end = (at + ZERO_SCAN_CHUNK).min(self.file_size);
+                self.zero_range(at, end);
+                at = end;
+            }
+        }
+        self.map
+            .flush_range(0, self.file_size)
+            .map_err(|e| StoreError::io(&self.path, e))?;
+        self.wrote_position.store(pos, Ordering::Release);
+        self.flushed_position.store(pos, Ordering::Release);
+        Ok(())
+    }
+
+    /// Zeroes `[start, end)` (caller holds the write lock), skipping bytes already zero so that
+    /// sparse holes stay unallocated.
+    fn zero_range(&self, start: usize, end: usize) {
+        if start >= end || end > self.file_size {
+            return;
+        }
+        // SAFETY: `start < end <= file_size`; the caller holds write_lock and the region is
+        // being withdrawn from readers (see `truncate_to`).
+        let region =
+            unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(start), end - start) };
+        if region.iter().any(|b| *b != 0) {
+            region.fill(0);
+        }
+    }
+
+    /// Deallocates `[start, start + len)` with `fallocate(PUNCH_HOLE)`; the range then reads as
+    /// zeros through the mapping. Returns false if the filesystem does not support it.
+    #[cfg(target_os = "linux")]
+    fn punch_hole(&self, start: usize, len: usize) -> bool {
+        use std::os::fd::AsRawFd;
+        let (Ok(off), Ok(l)) = (libc::off_t::try_from(start), libc::off_t::try_from(len)) else {
+            return false;
+        };
+        // SAFETY: plain syscall on a descriptor we own; no memory is passed.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                l,
+            )
+        };
+        rc == 0
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn punch_hole(&self, _start: usize, _len: usize) -> bool {
+        false
+    }
+
+    /// Deletes the file from disk; outstanding [`Bytes`] slices stay readable.
+    pub fn unlink(&self) -> Result<(), StoreError> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(&self.path, e)),
+        }
+    }
+
+    /// Unmaps and deletes the file.
+    pub fn destroy(self) -> Result<(), StoreError> {
+        self.unlink()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
+    }
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(file_name(1_073_741_824), "00000000001073741824");
+        assert_eq!(parse_file_name(Path::new("/x/00000000001073741824")), Some(1_073_741_824));
+        assert_eq!(parse_file_name(Path::new("/x/0000000000107374182")), None);
+        assert_eq!(parse_file_name(Path::new("/x/0000000000107374182a")), None);
+    }
+
+    #[test]
+    fn append_read_flush_reopen() -> Result<(), StoreError> {
+        let dir = tmp();
+        let path = dir.path().join(file_name(8192));
+        let mf = MappedFile::create(&path, 8192)?;
+        assert_eq!(mf.file_from_offset(), 8192);
+        assert_eq!(mf.append(b"hello")?, 0);
+        assert_eq!(mf.append(b"world")?, 5);
+        assert_eq!(mf.read_at(0, 10), Some(&b"helloworld"[..]));
+        assert_eq!(mf.read_at(5, 6), None);
+        let s = mf.slice(5, 5).ok_or_else(|| StoreError::Config("slice".into()))?;
+        assert!(mf.is_able_to_flush(0));
+        assert!(!mf.is_able_to_flush(1));
+        assert_eq!(mf.flush()?, 10);
+        mf.destroy()?;
+        assert_eq!(&s[..], b"world", "a slice outlives the deleted file");
+        assert!(!path.exists());
+
+        let mf = MappedFile::create(&path, 8192)?;
+        let big = vec![7u8; 8192];
+        assert!(mf.append(&big[..8193.min(big.len())]).is_ok());
+        assert!(mf.is_full());
+        assert!(matches!(mf.append(b"x"), Err(StoreError::FileFull { .. })));
+        drop(mf);
+        let mf = MappedFile::open(&path, 8192)?;
+        assert_eq!(mf.wrote_position(), 8192);
+        assert_eq!(mf.read_at(8191, 1), Some(&[7u8][..]));
+        assert!(MappedFile::open(&path, 4096).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn truncate_zeroes_tail() -> Result<(), StoreError> {
+        let dir = tmp();
+        let path = dir.path().join(file_name(0));
+        let size = 3 * OS_PAGE_SIZE;
+        let mf = MappedFile::create(&path, size)?;
+        mf.append(&vec![0xAB; size])?;
+        mf.truncate_to(100)?;
+        assert_eq!(mf.wrote_position(), 100);
+        mf.set_wrote_position(size);
+        let all = mf.read_at(0, size).ok_or_else(|| StoreError::Config("read".into()))?;
+        assert!(all[..100].iter().all(|b| *b == 0xAB));
+        assert!(all[100..].iter().all(|b| *b == 0));
+        drop(mf);
+        let raw = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+        assert!(raw[100..].iter().all(|b| *b == 0));
+        Ok(())
+    }
+}

@@ -1,0 +1,1029 @@
+//! The message store facade: what the broker talks to.
+//!
+//! [`MessageStore::open`] takes the `lock`, loads the CommitLog, ConsumeQueues and index,
+//! recovers (abnormally if the `abort` file of a previous run survived), writes a new `abort`
+//! file, and starts the background services: CommitLog flush (async or group commit), reput
+//! (dispatch), ConsumeQueue/checkpoint flush and retention cleanup. [`MessageStore::shutdown`]
+//! stops them in dependency order, flushes everything, writes the checkpoint and removes `abort`.
+//!
+//! Puts are `async`: the record is written under a short mutex on the caller's thread, and only
+//! the wait for durability (SYNC_FLUSH) is awaited, so broker tasks never block on an msync.
+//! Reads return zero-copy [`Bytes`] slices of the mapped CommitLog.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use comet_protocol::message::properties::keys;
+use comet_protocol::message::{MessageExt, record};
+use parking_lot::{Mutex, RwLock};
+
+use crate::checkpoint::Checkpoint;
+use crate::cleanup::{self, DiskPressure, DiskThresholds};
+use crate::commit_log::{CommitLog, MessageExtBatch, PutMessageResult, PutMessageStatus};
+use crate::config::{FlushDiskType, MessageStoreConfig};
+use crate::consume_queue::{CQ_STORE_UNIT_SIZE, ConsumeQueueTable, CqUnit};
+use crate::dispatch::{Dispatcher, MessageArrivingListener, ReputService};
+use crate::error::StoreError;
+use crate::flush::{
+    CommitLogFlusher, DispatchProgress, FlushConsumeQueueService, ServiceState, Waker,
+    spawn_service,
+};
+use crate::index_service::{IndexConfig, IndexService};
+use crate::recovery::{RecoveryContext, RecoveryReport, recover};
+
+/// Minimum ConsumeQueue span (bytes) a filtered pull scans (`maxFilterMessageSize`, §12).
+pub const MAX_FILTER_MESSAGE_SIZE: usize = 16_000;
+/// Upper bound on the bytes one `get_message` returns (RocketMQ `MAX_PULL_MSG_SIZE`, 128 MiB).
+pub const MAX_PULL_MSG_SIZE: usize = 128 * 1024 * 1024;
+/// Lower bound applied to the caller's byte budget (RocketMQ uses `max(maxTotalMsgSize, 100)`).
+pub const MIN_PULL_MSG_SIZE: usize = 100;
+/// How long shutdown waits for dispatch to drain before giving up.
+pub const SHUTDOWN_DISPATCH_WAIT: Duration = Duration::from_secs(10);
+
+/// Outcome of [`MessageStore::get_message`] (RocketMQ `GetMessageStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GetMessageStatus {
+    /// Messages returned; `next_begin_offset` is the offset after the last unit examined.
+    Found,
+    /// Units examined but none matched the filter; `next_begin_offset` is after the last unit
+    /// examined, so the next pull continues past them.
+    NoMatchedMessage,
+    /// The units point at CommitLog data already deleted by retention; `next_begin_offset` is
+    /// after the last unit examined.
+    MessageWasRemoving,
+    /// The ConsumeQueue file holding the offset is gone; `next_begin_offset` is the first
+    /// offset of the next ConsumeQueue file.
+    OffsetFoundNull,
+    /// `offset > max`; `next_begin_offset` is `max`.
+    OffsetOverflowBadly,
+    /// `offset == max` (nothing new yet, a long-poll candidate); `next_begin_offset` is `offset`.
+    OffsetOverflowOne,
+    /// `offset < min` (retention removed it); `next_begin_offset` is `min`.
+    OffsetTooSmall,
+    /// The queue cannot exist (invalid topic directory name or queue id); `next_begin_offset` 0.
+    NoMatchedLogicQueue,
+    /// The queue has no message (`max == 0`, including a queue never written); `next_begin_offset` 0.
+    NoMessageInQueue,
+}
+
+/// Result of [`MessageStore::get_message`].
+#[derive(Debug, Clone)]
+pub struct GetMessageResult {
+    pub status: GetMessageStatus,
+    /// Whole records, zero-copy slices of the mapped CommitLog, in queue order.
+    pub messages: Vec<Bytes>,
+    /// Queue offset of each returned record.
+    pub queue_offsets: Vec<i64>,
+    pub next_begin_offset: i64,
+    pub min_offset: i64,
+    pub max_offset: i64,
+    /// The reader is further behind than `access_message_in_memory_max_ratio` of RAM.
+    pub suggest_pulling_from_slave: bool,
+    pub buffer_total_size: usize,
+    pub msg_count: usize,
+}
+
+impl GetMessageResult {
+    fn new(status: GetMessageStatus, next_begin_offset: i64, min: i64, max: i64) -> Self {
+        Self {
+            status,
+            messages: Vec::new(),
+            queue_offsets: Vec::new(),
+            next_begin_offset,
+            min_offset: min,
+            max_offset: max,
+            suggest_pulling_from_slave: false,
+            buffer_total_size: 0,
+            msg_count: 0,
+        }
+    }
+}
+
+/// Server-side filtering of a pull (tags code first, then the full record).
+pub trait MessageFilter: Send + Sync {
+    /// Decides from the ConsumeQueue unit's tags code alone.
+    fn is_matched_by_consume_queue(&self, tags_code: i64) -> bool;
+    /// Decides from the whole stored record (§5.1), for property-based filters.
+    fn is_matched_by_commit_log(&self, record: &[u8]) -> bool;
+}
+
+/// Result of [`MessageStore::query_message`].
+#[derive(Debug, Clone, Default)]
+pub struct QueryMessageResult {
+    /// Whole records, newest first.
+    pub messages: Vec<Bytes>,
+    /// CommitLog offset of each record.
+    pub commit_log_offsets: Vec<i64>,
+    /// `endPhyOffset` of the index when queried.
+    pub index_last_update_phy_offset: i64,
+    /// Latest index timestamp known durable.
+    pub index_last_update_timestamp: i64,
+    pub buffer_total_size: usize,
+}
+
+/// Counters for runtime info.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    put_message_times_total: AtomicU64,
+    put_message_size_total: AtomicU64,
+    put_message_failed_times: AtomicU64,
+    put_message_flush_timeouts: AtomicU64,
+    get_message_times_found: AtomicU64,
+    get_message_times_miss: AtomicU64,
+    get_message_transferred_msg_count: AtomicU64,
+}
+
+/// A point-in-time copy of [`StoreStats`] plus store positions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStatsSnapshot {
+    pub put_message_times_total: u64,
+    pub put_message_size_total: u64,
+    pub put_message_failed_times: u64,
+    pub put_message_flush_timeouts: u64,
+    pub get_message_times_found: u64,
+    pub get_message_times_miss: u64,
+    pub get_message_transferred_msg_count: u64,
+    pub dispatched_records: u64,
+    pub commit_log_min_offset: i64,
+    pub commit_log_max_offset: i64,
+    pub commit_log_flushed_offset: i64,
+    pub dispatch_behind_bytes: i64,
+}
+
+/// Retention thread: deletes old CommitLog segments, then the ConsumeQueue and index files
+/// that pointed only into them, and watches disk usage.
+struct CleanupService {
+    config: MessageStoreConfig,
+    commit_log: Arc<CommitLog>,
+    queues: Arc<ConsumeQueueTable>,
+    index: Option<Arc<RwLock<IndexService>>>,
+    disk_full: Arc<AtomicBool>,
+    manual_delete: AtomicBool,
+    last_min_phy: AtomicI64,
+    waker: Waker,
+    state: ServiceState,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl CleanupService {
+    fn thresholds(&self) -> DiskThresholds {
+        let mut t = DiskThresholds::from_max_used_percent(self.config.disk_max_used_space_ratio);
+        t.clean_forcibly_ratio = f64::from(self.config.disk_space_clean_forcibly_ratio) / 100.0;
+        t.warning_ratio = f64::from(self.config.disk_space_warning_level_ratio) / 100.0;
+        t
+    }
+
+    fn run_once(&self) -> Result<usize, StoreError> {
+        let dir = self.commit_log.dir();
+        let ratio = cleanup::disk_usage(dir).ok().and_then(|u| u.used_ratio());
+        let pressure = cleanup::assess_disk(ratio, &self.thresholds());
+        let manual = self.manual_delete.swap(false, Ordering::AcqRel);
+        let decision = cleanup::decide(
+            &self.config.delete_when,
+            cleanup::local_hour_now(),
+            pressure,
+            manual,
+            true,
+        );
+        let was_full = self.disk_full.swap(decision.disk_full, Ordering::AcqRel);
+        if decision.disk_full && !was_full {
+            tracing::error!(path = %dir.display(), ?ratio,
+                "disk usage above diskSpaceWarningLevelRatio: refusing writes (SERVICE_NOT_AVAILABLE) until space is reclaimed");
+        } else if !decision.disk_full && was_full {
+            tracing::info!(path = %dir.display(), ?ratio, "disk usage back below the warning level: writes accepted again");
+        }
+        if pressure != DiskPressure::Normal {
+            tracing::warn!(path = %dir.display(), ?ratio, ?pressure, "commit log disk is filling up");
+        }
+        let mut deleted = 0;
+        if decision.delete {
+            let reserved = Duration::from_secs(self.config.file_reserved_time_hours.saturating_mul(3600));
+            deleted = self.commit_log.mapped_file_queue().delete_expired_by_time(
+                reserved,
+                self.config.delete_commit_log_files_interval,
+                decision.clean_immediately,
+                self.config.delete_files_batch_max,
+            )?;
+        }
+        self.clean_logics()?;
+        Ok(deleted)
+    }
+
+    /// Deletes ConsumeQueue/index files wholly before the CommitLog start and corrects the
+    /// queues' min offsets (only when the CommitLog start moved).
+    fn clean_logics(&self) -> Result<(), StoreError> {
+        let min_phy = self.commit_log.min_offset();
+        if self.last_min_phy.swap(min_phy, Ordering::AcqRel) == min_phy {
+            return Ok(());
+        }
+        self.queues.delete_expired(min_phy)?;
+        if let Some(index) = &self.index {
+            index.write().delete_expired(min_phy)?;
+        }
+        Ok(())
+    }
+}
+
+/// The store.
+pub struct MessageStore {
+    config: MessageStoreConfig,
+    commit_log: Arc<CommitLog>,
+    queues: Arc<ConsumeQueueTable>,
+    index: Option<Arc<RwLock<IndexService>>>,
+    checkpoint: Arc<Checkpoint>,
+    flusher: Arc<CommitLogFlusher>,
+    reput: Arc<ReputService>,
+    cq_flusher: Arc<FlushConsumeQueueService>,
+    cleanup: Arc<CleanupService>,
+    recovery_report: RecoveryReport,
+    running: AtomicBool,
+    disk_full: Arc<AtomicBool>,
+    stats: StoreStats,
+    total_physical_memory: u64,
+    shutdown_lock: Mutex<bool>,
+    /// The flock on `lock`, released at shutdown so the directory can be reopened.
+    lock_file: Mutex<Option<File>>,
+}
+
+impl std::fmt::Debug for MessageStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageStore")
+            .field("root", &self.config.store_path_root_dir)
+            .field("max_phy_offset", &self.max_phy_offset())
+            .finish()
+    }
+}
+
+/// Takes an exclusive `flock` on the store's `lock` file.
+fn acquire_lock(path: &Path) -> Result<File, StoreError> {
+    use std::os::fd::AsRawFd;
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| StoreError::io(path, e))?;
+    // SAFETY: plain syscall on a descriptor we own.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.kind() == std::io::ErrorKind::WouldBlock {
+            return Err(StoreError::Locked(path.to_path_buf()));
+        }
+        return Err(StoreError::io(path, err));
+    }
+    file.set_len(0).map_err(|e| StoreError::io(path, e))?;
+    file.write_all(b"lock").map_err(|e| StoreError::io(path, e))?;
+    Ok(file)
+}
+
+/// Writes the `abort` marker (containing our pid) durably.
+fn create_abort_file(path: &Path) -> Result<(), StoreError> {
+    let mut file = File::create(path).map_err(|e| StoreError::io(path, e))?;
+    file.write_all(std::process::id().to_string().as_bytes())
+        .map_err(|e| StoreError::io(path, e))?;
+    file.sync_all().map_err(|e| StoreError::io(path, e))
+}
+
+fn total_physical_memory() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let (pages, page_size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    match (u64::try_from(pages), u64::try_from(page_size)) {
+        (Ok(p), Ok(s)) => p.saturating_mul(s),
+        _ => u64::MAX,
+    }
+}
+
+/// Whether the WAIT property asks for durability (missing means true).
+fn wait_store_msg_ok(props: &comet_protocol::message::Properties) -> bool {
+    props.get(keys::WAIT_STORE_MSG_OK) != Some("false")
+}
+
+impl MessageStore {
+    /// Opens (creating if needed) the store described by `config`, recovers it and starts its
+    /// services.
+    pub fn open(config: MessageStoreConfig) -> Result<Arc<Self>, StoreError> {
+        config.validate()?;
+        let root = config.store_path_root_dir.clone();
+        std::fs::create_dir_all(&root).map_err(|e| StoreError::io(&root, e))?;
+        let lock_file = acquire_lock(&config.lock_path())?;
+        let abnormal = config.abort_path().exists();
+        if abnormal {
+            tracing::warn!(root = %root.display(), "abort file found: the last run did not shut down cleanly");
+        }
+        let checkpoint = Arc::new(Checkpoint::open(&config.checkpoint_path())?);
+        let commit_log = Arc::new(CommitLog::new(&config));
+        commit_log.load()?;
+        let queues = Arc::new(ConsumeQueueTable::load(
+            &root,
+            config.consume_queue_entries_per_file,
+        )?);
+        let index = if config.message_index_enable {
+            Some(Arc::new(RwLock::new(IndexService::open(
+                &root,
+                IndexConfig {
+                    max_hash_slot_num: config.max_hash_slot_num,
+                    max_index_num: config.max_index_num,
+                },
+            )?)))
+        } else {
+            None
+        };
+        let delay_levels = config.delay_levels_millis()?;
+        let recovery_dispatcher =
+            Dispatcher::new(Arc::clone(&queues), index.clone(), delay_levels.clone());
+        let report = recover(
+            &RecoveryContext {
+                commit_log: &commit_log,
+                queues: &queues,
+                index: index.as_deref(),
+                dispatcher: &recovery_dispatcher,
+                checkpoint: &checkpoint,
+                check_crc: config.check_crc_on_recover,
+                message_index_safe: config.message_index_safe,
+            },
+            abnormal,
+        )?;
+        create_abort_file(&config.abort_path())?;
+
+        let reput_waker = Arc::new(Waker::new());
+        let flusher = CommitLogFlusher::new(
+            &config,
+            Arc::clone(&commit_log),
+            Arc::clone(&checkpoint),
+            Arc::clone(&reput_waker),
+        );
+        let reput = ReputService::new(
+            Arc::clone(&commit_log),
+            Dispatcher::new(Arc::clone(&queues), index.clone(), delay_levels),
+            config.flush_disk_type,
+            reput_waker,
+            report.max_phy_offset,
+        );
+        let progress: Arc<dyn DispatchProgress> = reput.clone();
+        let cq_flusher = FlushConsumeQueueService::new(
+            &config,
+            Arc::clone(&queues),
+            index.clone(),
+            Arc::clone(&checkpoint),
+            progress,
+        );
+        let disk_full = Arc::new(AtomicBool::new(false));
+        let cleanup = Arc::new(CleanupService {
+            config: config.clone(),
+            commit_log: Arc::clone(&commit_log),
+            queues: Arc::clone(&queues),
+            index: index.clone(),
+            disk_full: Arc::clone(&disk_full),
+            manual_delete: AtomicBool::new(false),
+            last_min_phy: AtomicI64::new(commit_log.min_offset()),
+            waker: Waker::new(),
+            state: ServiceState::default(),
+            thread: Mutex::new(None),
+        });
+
+        let store = Arc::new(Self {
+            config,
+            commit_log,
+            queues,
+            index,
+            checkpoint,
+            flusher,
+            reput,
+            cq_flusher,
+            cleanup,
+            recovery_report: report,
+            running: AtomicBool::new(true),
+            disk_full,
+            stats: StoreStats::default(),
+            total_physical_memory: total_physical_memory(),
+            shutdown_lock: Mutex::new(false),
+            lock_file: Mutex::new(Some(lock_file)),
+        });
+        store.start_services()?;
+        Ok(store)
+    }
+
+    fn start_services(&self) -> Result<(), StoreError> {
+        self.flusher.start()?;
+        self.reput.start()?;
+        self.cq_flusher.start()?;
+        let cleanup = Arc::clone(&self.cleanup);
+        let interval = self.config.clean_resource_interval;
+        let handle = spawn_service("comet-cleanup", move || {
+            while !cleanup.state.is_stopped() {
+                cleanup.waker.wait(interval);
+                if cleanup.state.is_stopped() {
+                    break;
+                }
+                if let Err(e) = cleanup.run_once() {
+                    tracing::error!(error = %e, "cleanup round failed");
+                }
+            }
+        })?;
+        *self.cleanup.thread.lock() = Some(handle);
+        Ok(())
+    }
+
+    pub fn config(&self) -> &MessageStoreConfig {
+        &self.config
+    }
+
+    /// What start-up recovery found.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery_report
+    }
+
+    /// The CommitLog (for the broker's transaction and HA services).
+    pub fn commit_log(&self) -> &Arc<CommitLog> {
+        &self.commit_log
+    }
+
+    /// The ConsumeQueues.
+    pub fn consume_queues(&self) -> &Arc<ConsumeQueueTable> {
+        &self.queues
+    }
+
+    pub fn checkpoint(&self) -> &Arc<Checkpoint> {
+        &self.checkpoint
+    }
+
+    /// Registers (or clears) the listener woken for every dispatched consumable message.
+    pub fn set_arriving_listener(&self, listener: Option<Arc<dyn MessageArrivingListener>>) {
+        self.reput.set_listener(listener);
+    }
+
+    fn check_store_status(&self) -> Result<(), PutMessageStatus> {
+        if !self.running.load(Ordering::Acquire) {
+            tracing::warn!("message store is shut down; put refused");
+            return Err(PutMessageStatus::ServiceNotAvailable);
+        }
+        if self.disk_full.load(Ordering::Acquire) {
+            tracing::warn!("commit log disk is full; put refused");
+            return Err(PutMessageStatus::ServiceNotAvailable);
+        }
+        Ok(())
+    }
+
+    /// Stores one message (see [`CommitLog::put_message`] for what the caller fills in).
+    ///
+    /// Under SYNC_FLUSH with `WAIT` not `false`, resolves once the record is durable, or with
+    /// FLUSH_DISK_TIMEOUT after `sync_flush_timeout`. Must be awaited inside a Tokio runtime.
+    pub async fn put_message(&self, msg: MessageExt) -> PutMessageResult {
+        if let Err(status) = self.check_store_status() {
+            return self.failed(status);
+        }
+        let wait = wait_store_msg_ok(&msg.properties);
+        match self.commit_log.put_message(msg) {
+            Ok(append) => self.after_append(append, wait).await,
+            Err(status) => self.failed(status),
+        }
+    }
+
+    /// Stores a batch as consecutive records (one segment, consecutive queue offsets).
+    pub async fn put_messages(&self, batch: MessageExtBatch) -> PutMessageResult {
+        if let Err(status) = self.check_store_status() {
+            return self.failed(status);
+        }
+        let wait = batch
+            .messages
+            .first()
+            .is_none_or(|m| wait_store_msg_ok(&m.properties));
+        match self.commit_log.put_messages(batch) {
+            Ok(append) => self.after_append(append, wait).await,
+            Err(status) => self.failed(status),
+        }
+    }
+
+    fn failed(&self, status: PutMessageStatus) -> PutMessageResult {
+        self.stats
+            .put_message_failed_times
+            .fetch_add(1, Ordering::Relaxed);
+        PutMessageResult::failed(status)
+    }
+
+    async fn after_append(
+        &self,
+        append: crate::commit_log::AppendMessageResult,
+        wait: bool,
+    ) -> PutMessageResult {
+        self.stats
+            .put_message_times_total
+            .fetch_add(append.msg_num as u64, Ordering::Relaxed);
+        self.stats
+            .put_message_size_total
+            .fetch_add(append.wrote_bytes as u64, Ordering::Relaxed);
+        let mut status = PutMessageStatus::PutOk;
+        match self.flusher.mode() {
+            FlushDiskType::AsyncFlush => {
+                self.reput.wake();
+                self.flusher.wake_if_needed();
+            }
+            FlushDiskType::SyncFlush if wait => {
+                let end = append.wrote_offset
+                    + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
+                let rx = self.flusher.request(end);
+                let durable =
+                    matches!(tokio::time::timeout(self.config.sync_flush_timeout, rx).await, Ok(Ok(true)));
+                if !durable {
+                    tracing::warn!(offset = append.wrote_offset, "sync flush did not complete in time");
+                    self.stats
+                        .put_message_flush_timeouts
+                        .fetch_add(1, Ordering::Relaxed);
+                    status = PutMessageStatus::FlushDiskTimeout;
+                }
+            }
+            FlushDiskType::SyncFlush => self.flusher.wake(),
+        }
+        PutMessageResult {
+            status,
+            append: Some(append),
+        }
+    }
+
+    fn is_in_memory(&self, offset_py: i64, max_offset_py: i64) -> bool {
+        let memory = self.total_physical_memory as f64
+            * (f64::from(self.config.access_message_in_memory_max_ratio) / 100.0);
+        ((max_offset_py - offset_py) as f64) <= memory
+    }
+
+    /// RocketMQ's `isTheBatchFull`: whether adding a record of `size` would exceed a limit.
+    fn is_the_batch_full(
+        &self,
+        size: usize,
+        max_msg_nums: usize,
+        max_pull_size: usize,
+        buffer_total: usize,
+        message_total: usize,
+        in_memory: bool,
+    ) -> bool {
+        if buffer_total == 0 || message_total == 0 {
+            return false;
+        }
+        if message_total + 1 > max_msg_nums || buffer_total + size > max_pull_size {
+            return true;
+        }
+        let (max_bytes, max_count) = if in_memory {
+            (
+                self.config.max_transfer_bytes_on_message_in_memory,
+                self.config.max_transfer_count_on_message_in_memory,
+            )
+        } else {
+            (
+                self.config.max_transfer_bytes_on_message_in_disk,
+                self.config.max_transfer_count_on_message_in_disk,
+            )
+        };
+        buffer_total + size > max_bytes || message_total >= max_count
+    }
+
+    /// Pulls up to `max_msg_nums` messages / `max_total_bytes` bytes of (topic, queue id) from
+    /// queue offset `offset`, following RocketMQ's `DefaultMessageStore.getMessage`:
+    ///
+    /// - no such queue → `NoMatchedLogicQueue` (invalid name/id) or `NoMessageInQueue`
+    ///   (`next_begin_offset` 0);
+    /// - `max == 0` → `NoMessageInQueue`, next 0; `offset < min` → `OffsetTooSmall`, next `min`;
+    ///   `offset == max` → `OffsetOverflowOne`, next `offset`; `offset > max` →
+    ///   `OffsetOverflowBadly`, next `max`;
+    /// - otherwise units are scanned from `offset` (at most
+    ///   `max(16000 bytes, max_msg_nums × 20)` of ConsumeQueue): each unit examined moves
+    ///   `next_begin_offset` past it; filtered-out units give `NoMatchedMessage`, units whose
+    ///   CommitLog segment was deleted give `MessageWasRemoving` (and skip to the next segment),
+    ///   a missing ConsumeQueue file gives `OffsetFoundNull` with next = the next file's first
+    ///   offset; any record returned makes it `Found`.
+    pub fn get_message(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msg_nums: usize,
+        max_total_bytes: usize,
+        filter: Option<&dyn MessageFilter>,
+    ) -> GetMessageResult {
+        let result = self.get_message_inner(topic, queue_id, offset, max_msg_nums, max_total_bytes, filter);
+        if result.status == GetMessageStatus::Found {
+            self.stats
+                .get_message_times_found
+                .fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .get_message_transferred_msg_count
+                .fetch_add(result.msg_count as u64, Ordering::Relaxed);
+        } else {
+            self.stats
+                .get_message_times_miss
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        tracing::trace!(group, topic, queue_id, offset, status = ?result.status, "get_message");
+        result
+    }
+
+    fn get_message_inner(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msg_nums: usize,
+        max_total_bytes: usize,
+        filter: Option<&dyn MessageFilter>,
+    ) -> GetMessageResult {
+        let Some(queue) = self.queues.find(topic, queue_id) else {
+            let valid = queue_id >= 0
+                && !topic.is_empty()
+                && topic != "."
+                && topic != ".."
+                && !topic.contains(['/', '\\', '\0']);
+            let status = if valid {
+                GetMessageStatus::NoMessageInQueue
+            } else {
+                GetMessageStatus::NoMatchedLogicQueue
+            };
+            return GetMessageResult::new(status, 0, 0, 0);
+        };
+        let max_offset_py = self.commit_log.max_offset();
+        let cq = queue.read();
+        let min = cq.min_offset();
+        let max = cq.max_offset();
+        if max == 0 {
+            return GetMessageResult::new(GetMessageStatus::NoMessageInQueue, 0, min, max);
+        }
+        if offset < min {
+            return GetMessageResult::new(GetMessageStatus::OffsetTooSmall, min, min, max);
+        }
+        if offset == max {
+            return GetMessageResult::new(GetMessageStatus::OffsetOverflowOne, offset, min, max);
+        }
+        if offset > max {
+            return GetMessageResult::new(GetMessageStatus::OffsetOverflowBadly, max, min, max);
+        }
+
+        let max_msg_nums = max_msg_nums.max(1);
+        let max_filter_size = MAX_FILTER_MESSAGE_SIZE.max(max_msg_nums.saturating_mul(CQ_STORE_UNIT_SIZE));
+        let max_pull_size = max_total_bytes.clamp(MIN_PULL_MSG_SIZE, MAX_PULL_MSG_SIZE);
+        let scan_units = max_filter_size / CQ_STORE_UNIT_SIZE + 1;
+        let mut units: Vec<CqUnit> = Vec::with_capacity(scan_units.min(1024));
+        cq.read(offset, scan_units, &mut units);
+        drop(cq);
+
+        let mut result = GetMessageResult::new(GetMessageStatus::NoMatchedMessage, offset, min, max);
+        if units.is_empty() {
+            let per_file = i64::try_from(self.config.consume_queue_entries_per_file).unwrap_or(i64::MAX);
+            result.status = GetMessageStatus::OffsetFoundNull;
+            result.next_begin_offset = offset - offset.rem_euclid(per_file) + per_file;
+            tracing::warn!(topic, queue_id, offset, min, max, next = result.next_begin_offset,
+                "consume queue file missing for offset; skipping to the next file");
+            return result;
+        }
+        let mut next_phy_file_start: Option<i64> = None;
+        let mut max_phy_pulling = 0i64;
+        for (i, unit) in units.iter().enumerate() {
+            let queue_offset = offset + i64::try_from(i).unwrap_or(i64::MAX);
+            if queue_offset >= max {
+                break;
+            }
+            if (i * CQ_STORE_UNIT_SIZE) > max_filter_size {
+                break;
+            }
+            let size = usize::try_from(unit.size).unwrap_or(0);
+            let in_memory = self.is_in_memory(unit.commit_log_offset, max_offset_py);
+            if self.is_the_batch_full(
+                size,
+                max_msg_nums,
+                max_pull_size,
+                result.buffer_total_size,
+                result.msg_count,
+                in_memory,
+            ) || result.buffer_total_size >= max_pull_size
+            {
+                break;
+            }
+            max_phy_pulling = unit.commit_log_offset;
+            result.next_begin_offset = queue_offset + 1;
+            if let Some(start) = next_phy_file_start
+                && unit.commit_log_offset < start
+            {
+                continue;
+            }
+            if let Some(f) = filter
+                && !f.is_matched_by_consume_queue(unit.tags_code)
+            {
+                if result.buffer_total_size == 0 {
+                    result.status = GetMessageStatus::NoMatchedMessage;
+                }
+                continue;
+            }
+            let Some(bytes) = self.commit_log.get_message(unit.commit_log_offset, unit.size) else {
+                if result.buffer_total_size == 0 {
+                    result.status = GetMessageStatus::MessageWasRemoving;
+                }
+                next_phy_file_start = Some(self.commit_log.roll_next_file(unit.commit_log_offset));
+                continue;
+            };
+            if let Some(f) = filter
+                && !f.is_matched_by_commit_log(&bytes)
+            {
+                if result.buffer_total_size == 0 {
+                    result.status = GetMessageStatus::NoMatchedMessage;
+                }
+                continue;
+            }
+            result.buffer_total_size += bytes.len();
+            result.msg_count += 1;
+            result.messages.push(bytes);
+            result.queue_offsets.push(queue_offset);
+            result.status = GetMessageStatus::Found;
+            next_phy_file_start = None;
+        }
+        let diff = max_offset_py - max_phy_pulling;
+        let memory = self.total_physical_memory as f64
+            * (f64::from(self.config.access_message_in_memory_max_ratio) / 100.0);
+        result.suggest_pulling_from_slave = diff as f64 > memory;
+        result
+    }
+
+    /// The message stored at `commit_log_offset`, decoded (body shares the mapped memory).
+    pub fn lookup_message_by_offset(&self, commit_log_offset: i64) -> Option<MessageExt> {
+        let bytes = self.commit_log.get_record(commit_log_offset)?;
+        record::decode_record(&bytes, false).ok()
+    }
+
+    /// The raw `size` bytes at `commit_log_offset` (one record).
+    pub fn select_one_message_by_offset(&self, commit_log_offset: i64, size: i32) -> Option<Bytes> {
+        self.commit_log.get_message(commit_log_offset, size)
+    }
+
+    /// Messages of `topic` indexed under `key` (UNIQ_KEY or a KEYS entry) stored within
+    /// `[begin_ts, end_ts]`, newest first, at most `max_num`. Hash collisions are filtered out
+    /// by checking each record's topic and keys.
+    pub fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin_ts: i64,
+        end_ts: i64,
+    ) -> QueryMessageResult {
+        let mut result = QueryMessageResult {
+            index_last_update_timestamp: self.checkpoint.index_msg_timestamp(),
+            ..QueryMessageResult::default()
+        };
+        let Some(index) = &self.index else {
+            return result;
+        };
+        let (offsets, end_phy) = {
+            let index = index.read();
+            (
+                index.query(topic, key, max_num, begin_ts, end_ts),
+                index.max_physical_offset(),
+            )
+        };
+        result.index_last_update_phy_offset = end_phy;
+        let mut seen = std::collections::HashSet::new();
+        for offset in offsets {
+            if result.messages.len() >= max_num || !seen.insert(offset) {
+                continue;
+            }
+            let Some(bytes) = self.commit_log.get_record(offset) else {
+                continue;
+            };
+            let Ok(view) = record::decode_record_view(&bytes) else {
+                continue;
+            };
+            let matches_key = view.property(keys::UNIQ_KEY) == Some(key)
+                || view
+                    .property(keys::KEYS)
+                    .is_some_and(|ks| ks.split(' ').any(|k| k == key));
+            if view.topic != topic || !matches_key {
+                continue;
+            }
+            result.buffer_total_size += bytes.len();
+            result.commit_log_offsets.push(offset);
+            result.messages.push(bytes);
+        }
+        result
+    }
+
+    /// First queue offset stored at or after `timestamp_ms` (0 for an unknown queue).
+    pub fn get_offset_in_queue_by_time(&self, topic: &str, queue_id: i32, timestamp_ms: i64) -> i64 {
+        let Some(queue) = self.queues.find(topic, queue_id) else {
+            return 0;
+        };
+        let cl = &self.commit_log;
+        let lookup = |offset: i64, size: i32| cl.pickup_store_timestamp(offset, size);
+        queue.read().offset_by_time(timestamp_ms, &lookup)
+    }
+
+    /// Min offset of the queue (0 for an unknown queue).
+    pub fn get_min_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.queues
+            .find(topic, queue_id)
+            .map_or(0, |q| q.read().min_offset())
+    }
+
+    /// Max offset (next to be written) of the queue (0 for an unknown queue).
+    pub fn get_max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.queues
+            .find(topic, queue_id)
+            .map_or(0, |q| q.read().max_offset())
+    }
+
+    /// CommitLog offset of the message at `queue_offset` (0 if there is none).
+    pub fn get_commit_log_offset_in_queue(&self, topic: &str, queue_id: i32, queue_offset: i64) -> i64 {
+        self.queues
+            .find(topic, queue_id)
+            .and_then(|q| q.read().get(queue_offset))
+            .map_or(0, |u| u.commit_log_offset)
+    }
+
+    /// Store timestamp of the message at `queue_offset` (-1 if there is none).
+    pub fn get_message_store_timestamp(&self, topic: &str, queue_id: i32, queue_offset: i64) -> i64 {
+        self.queues
+            .find(topic, queue_id)
+            .and_then(|q| q.read().get(queue_offset))
+            .and_then(|u| self.commit_log.pickup_store_timestamp(u.commit_log_offset, u.size))
+            .unwrap_or(-1)
+    }
+
+    /// Store timestamp of the oldest message of the queue (-1 if there is none).
+    pub fn get_earliest_message_time(&self, topic: &str, queue_id: i32) -> i64 {
+        let Some(queue) = self.queues.find(topic, queue_id) else {
+            return -1;
+        };
+        let min = queue.read().min_offset();
+        self.get_message_store_timestamp(topic, queue_id, min)
+    }
+
+    /// First CommitLog offset still stored.
+    pub fn min_phy_offset(&self) -> i64 {
+        self.commit_log.min_offset()
+    }
+
+    /// End of the CommitLog.
+    pub fn max_phy_offset(&self) -> i64 {
+        self.commit_log.max_offset()
+    }
+
+    /// Removes topics: their ConsumeQueues (files included) and queue-offset counters. The
+    /// CommitLog records stay until retention. Returns the number of queues removed.
+    pub fn delete_topics(&self, topics: &[&str]) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        for topic in topics {
+            removed += self.queues.remove_topic(topic)?;
+            self.commit_log.remove_topic(topic);
+        }
+        Ok(removed)
+    }
+
+    /// Asks the cleanup service to delete expired files at its next round regardless of the
+    /// hour (RocketMQ `executeDeleteFilesManually`).
+    pub fn execute_delete_files_manually(&self) {
+        self.cleanup.manual_delete.store(true, Ordering::Release);
+        self.cleanup.waker.wake();
+    }
+
+    /// Runs one retention round now on the caller's thread; returns CommitLog segments deleted.
+    pub fn run_cleanup_once(&self) -> Result<usize, StoreError> {
+        self.cleanup.run_once()
+    }
+
+    /// Deletes up to `batch_max` CommitLog segments older than `expired` (any age with
+    /// `clean_immediately`), without touching the ConsumeQueues; see
+    /// [`MessageStore::clean_expired_consume_queues`] for the second step.
+    pub fn delete_expired_commit_log(
+        &self,
+        expired: Duration,
+        clean_immediately: bool,
+        batch_max: usize,
+    ) -> Result<usize, StoreError> {
+        self.commit_log
+            .mapped_file_queue()
+            .delete_expired_by_time(expired, Duration::ZERO, clean_immediately, batch_max)
+    }
+
+    /// Deletes ConsumeQueue/index files wholly before the CommitLog start and moves the queues'
+    /// min offsets up to it.
+    pub fn clean_expired_consume_queues(&self) -> Result<(), StoreError> {
+        self.cleanup.last_min_phy.store(i64::MIN, Ordering::Release);
+        self.cleanup.clean_logics()
+    }
+
+    /// Whether writes are currently refused because the disk is full.
+    pub fn is_disk_full(&self) -> bool {
+        self.disk_full.load(Ordering::Acquire)
+    }
+
+    /// Flushes the CommitLog, ConsumeQueues, index and checkpoint now.
+    pub fn flush(&self) -> Result<i64, StoreError> {
+        let flushed = self.flusher.flush_all()?;
+        self.cq_flusher.flush_once()?;
+        Ok(flushed)
+    }
+
+    /// Blocks until every record below `offset` is dispatched (ConsumeQueue, index, listener),
+    /// or `timeout` passes. Under SYNC_FLUSH only flushed records are dispatched.
+    pub fn wait_dispatched(&self, offset: i64, timeout: Duration) -> bool {
+        self.reput.wait_dispatched(offset, timeout)
+    }
+
+    /// Next CommitLog offset to be dispatched.
+    pub fn dispatched_offset(&self) -> i64 {
+        self.reput.reput_from_offset()
+    }
+
+    /// Counters and positions.
+    pub fn stats(&self) -> StoreStatsSnapshot {
+        let s = &self.stats;
+        StoreStatsSnapshot {
+            put_message_times_total: s.put_message_times_total.load(Ordering::Relaxed),
+            put_message_size_total: s.put_message_size_total.load(Ordering::Relaxed),
+            put_message_failed_times: s.put_message_failed_times.load(Ordering::Relaxed),
+            put_message_flush_timeouts: s.put_message_flush_timeouts.load(Ordering::Relaxed),
+            get_message_times_found: s.get_message_times_found.load(Ordering::Relaxed),
+            get_message_times_miss: s.get_message_times_miss.load(Ordering::Relaxed),
+            get_message_transferred_msg_count: s
+                .get_message_transferred_msg_count
+                .load(Ordering::Relaxed),
+            dispatched_records: self.reput.dispatched_records(),
+            commit_log_min_offset: self.commit_log.min_offset(),
+            commit_log_max_offset: self.commit_log.max_offset(),
+            commit_log_flushed_offset: self.commit_log.flushed_where(),
+            dispatch_behind_bytes: self.reput.behind(),
+        }
+    }
+
+    /// Whether the store accepts puts.
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
+    }
+
+    /// Stops the services, flushes everything, writes the checkpoint and removes the `abort`
+    /// file. Idempotent.
+    pub fn shutdown(&self) -> Result<(), StoreError> {
+        let mut done = self.shutdown_lock.lock();
+        if *done {
+            return Ok(());
+        }
+        self.running.store(false, Ordering::Release);
+        self.stop_services();
+        // The flusher's final flush made the whole CommitLog durable; dispatch must now cover it.
+        let end = self.commit_log.max_offset();
+        if !self.reput.wait_dispatched(end, Duration::ZERO) {
+            self.reput.do_reput();
+        }
+        if self.reput.reput_from_offset() < end {
+            tracing::warn!(dispatched = self.reput.reput_from_offset(), end,
+                "dispatch incomplete at shutdown; leaving the abort file for recovery");
+            self.cq_flusher.flush_once()?;
+            *done = true;
+            self.lock_file.lock().take();
+            return Ok(());
+        }
+        self.cq_flusher.flush_once()?;
+        let abort = self.config.abort_path();
+        match std::fs::remove_file(&abort) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(&abort, e)),
+        }
+        *done = true;
+        self.lock_file.lock().take();
+        tracing::info!(root = %self.config.store_path_root_dir.display(), "message store shut down cleanly");
+        Ok(())
+    }
+
+    fn stop_services(&self) {
+        self.cleanup.state.stop();
+        self.cleanup.waker.wake();
+        if let Some(handle) = self.cleanup.thread.lock().take()
+            && handle.join().is_err()
+        {
+            tracing::error!("cleanup thread panicked");
+        }
+        self.flusher.shutdown();
+        self.reput.shutdown();
+        self.cq_flusher.shutdown();
+    }
+}
+
+impl Drop for MessageStore {
+    fn drop(&mut self) {
+        // Without `shutdown`, stop the threads but keep the abort file: the next open recovers
+        // as after a crash.
+        if !*self.shutdown_lock.lock() {
+            self.running.store(false, Ordering::Release);
+            self.stop_services();
+        }
+    }
+}
