@@ -1,1 +1,28 @@
-//! comet-broker: filled in by a later issue.
+//! # comet-broker
+//!
+//! A RocketMQ-compatible broker on top of `comet-store` and `comet-remoting`: it keeps the topic,
+//! subscription-group and consumer-offset tables, answers produce, consume and admin requests
+//! byte for byte as an Apache RocketMQ broker does, delivers delayed messages, and registers its
+//! topics with the name servers.
+//!
+//! [`controller::BrokerController`] wires everything together; request processors reach the
+//! shared state through one [`context::BrokerContext`].
+
+pub mod config;
+pub mod context;
+pub mod controller;
+pub mod offset_manager;
+pub mod outer_api;
+pub mod processor;
+pub mod schedule;
+pub mod subscription_group;
+pub mod topic_config;
+
+pub mod client;
+pub mod filter;
+pub mod long_polling;
+pub mod rebalance_lock;
+
+pub use config::{BrokerConfig, ConfigError, ParsedConfig};
+pub use context::BrokerContext;
+pub use controller::{BrokerController, BrokerError, BrokerHandle};

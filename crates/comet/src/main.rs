@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod namesrv;
 mod serve;
 
 /// Comet: a message queue that speaks Apache RocketMQ's remoting protocol.
@@ -21,12 +22,16 @@ struct Cli {
 enum Command {
     /// Run an embedded name server and broker in one process (zero configuration).
     Serve(serve::ServeArgs),
+    /// Run a stand-alone name server.
+    Namesrv(namesrv::NamesrvArgs),
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_target(false)
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -37,6 +42,7 @@ fn main() -> Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
+            Command::Namesrv(args) => namesrv::run(args).await,
         }
     })
 }
@@ -44,4 +50,15 @@ fn main() -> Result<()> {
 /// The default data directory: `./comet-data`.
 pub fn default_data_dir() -> PathBuf {
     PathBuf::from("comet-data")
+}
+
+/// Resolves when the process receives SIGINT (Ctrl-C) or SIGTERM.
+pub async fn wait_for_signal() -> Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
 }

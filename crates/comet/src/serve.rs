@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use comet_protocol::RemotingCommand;
 use comet_remoting::{RemotingServer, ServerConfig};
 
 #[derive(Debug, Args)]
@@ -21,29 +20,16 @@ pub struct ServeArgs {
 }
 
 pub async fn run(args: ServeArgs) -> Result<()> {
-    let namesrv = RemotingServer::bind(ServerConfig::new(args.namesrv_listen.clone()))
-        .await
-        .with_context(|| format!("binding the name server on {}", args.namesrv_listen))?;
+    let namesrv =
+        crate::namesrv::start(&args.namesrv_listen, args.data_dir.join("namesrv")).await?;
     let broker = RemotingServer::bind(ServerConfig::new(args.broker_listen.clone()))
         .await
         .with_context(|| format!("binding the broker on {}", args.broker_listen))?;
     tracing::info!(namesrv = %namesrv.local_addr(), broker = %broker.local_addr(), data_dir = %args.data_dir.display(), "comet serving");
-    let namesrv = namesrv.start();
     let broker = broker.start();
-    wait_for_signal().await?;
+    crate::wait_for_signal().await?;
     tracing::info!("shutting down");
     broker.shutdown().await;
     namesrv.shutdown().await;
-    let _ = RemotingCommand::default();
-    Ok(())
-}
-
-async fn wait_for_signal() -> Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
-        _ = term.recv() => {}
-    }
     Ok(())
 }

@@ -62,14 +62,18 @@ fn bench_codecs(c: &mut Criterion) {
             black_box(buf.len())
         })
     });
-    group.bench_function("json_decode", |b| b.iter(|| json::decode(black_box(&json_bytes))));
+    group.bench_function("json_decode", |b| {
+        b.iter(|| json::decode(black_box(&json_bytes)))
+    });
     group.bench_function("rocketmq_encode", |b| {
         b.iter(|| {
             buf.clear();
             binary::encode(black_box(&bin_cmd), &mut buf).map(|()| buf.len())
         })
     });
-    group.bench_function("rocketmq_decode", |b| b.iter(|| binary::decode(black_box(&bin_bytes))));
+    group.bench_function("rocketmq_decode", |b| {
+        b.iter(|| binary::decode(black_box(&bin_bytes)))
+    });
 
     let ext = json_cmd.ext_fields.clone().unwrap_or_default();
     group.bench_function("typed_parse", |b| {

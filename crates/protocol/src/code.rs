@@ -372,7 +372,10 @@ mod tests {
         assert_eq!(RequestCode::GetRouteinfoByTopic.code(), 105);
         assert_eq!(RequestCode::LitePullMessage.code(), 361);
         assert_eq!(RequestCode::PopMessage.code(), 200_050);
-        assert_eq!(RequestCode::NotifyConsumerIdsChanged.name(), "NOTIFY_CONSUMER_IDS_CHANGED");
+        assert_eq!(
+            RequestCode::NotifyConsumerIdsChanged.name(),
+            "NOTIFY_CONSUMER_IDS_CHANGED"
+        );
         assert_eq!(ResponseCode::TransactionStateUnknow.code(), 202);
         assert_eq!(ResponseCode::GoAway.code(), 1500);
         assert_eq!(ResponseCode::RpcTimeOut.code(), -1006);

@@ -27,7 +27,11 @@ pub enum ProtocolError {
     #[error("malformed body: {0}")]
     Body(String),
     #[error("{what} of {len} bytes exceeds the limit of {max}")]
-    TooLarge { what: &'static str, len: usize, max: usize },
+    TooLarge {
+        what: &'static str,
+        len: usize,
+        max: usize,
+    },
 }
 
 pub type Result<T, E = ProtocolError> = std::result::Result<T, E>;

@@ -83,7 +83,8 @@ pub fn decode(mut frame: Bytes) -> Result<RemotingCommand> {
     let mark = frame.get_u32();
     let ser_code = (mark >> 24) as u8;
     let header_len = (mark & 0x00FF_FFFF) as usize;
-    let ser = SerializeType::from_code(ser_code).ok_or(ProtocolError::UnknownSerializeType(ser_code))?;
+    let ser =
+        SerializeType::from_code(ser_code).ok_or(ProtocolError::UnknownSerializeType(ser_code))?;
     if header_len > frame.len() {
         return Err(ProtocolError::HeaderLength {
             header_len,
@@ -132,7 +133,10 @@ mod tests {
     #[test]
     fn oversized_and_bad_frames_are_errors() {
         let mut buf = BytesMut::from(&((MAX_FRAME_LEN + 1) as u32).to_be_bytes()[..]);
-        assert!(matches!(decode_frame(&mut buf), Err(ProtocolError::FrameTooLarge { .. })));
+        assert!(matches!(
+            decode_frame(&mut buf),
+            Err(ProtocolError::FrameTooLarge { .. })
+        ));
         let mut buf = BytesMut::from(&[0u8, 0, 0, 2, 0, 0][..]);
         assert!(decode_frame(&mut buf).is_err());
         // header length pointing past the frame
@@ -145,6 +149,9 @@ mod tests {
         let mut buf = BytesMut::new();
         buf.put_u32(4);
         buf.put_u32(7 << 24);
-        assert!(matches!(decode_frame(&mut buf), Err(ProtocolError::UnknownSerializeType(7))));
+        assert!(matches!(
+            decode_frame(&mut buf),
+            Err(ProtocolError::UnknownSerializeType(7))
+        ));
     }
 }

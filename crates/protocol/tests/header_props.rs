@@ -48,7 +48,8 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 fn ext_fields() -> impl Strategy<Value = ExtFields> {
-    prop::collection::vec((text(), text()), 0..MAX_GEN_FIELDS).prop_map(|kv| kv.into_iter().collect())
+    prop::collection::vec((text(), text()), 0..MAX_GEN_FIELDS)
+        .prop_map(|kv| kv.into_iter().collect())
 }
 
 fn body() -> impl Strategy<Value = Option<Bytes>> {
@@ -163,15 +164,20 @@ struct Seed {
 
 fn seeds(n: usize) -> impl Strategy<Value = Vec<Seed>> {
     prop::collection::vec(
-        (any::<bool>(), any::<i64>(), any::<bool>(), text(), any::<usize>()).prop_map(
-            |(present, number, flag, text, pick)| Seed {
+        (
+            any::<bool>(),
+            any::<i64>(),
+            any::<bool>(),
+            text(),
+            any::<usize>(),
+        )
+            .prop_map(|(present, number, flag, text, pick)| Seed {
                 present,
                 number,
                 flag,
                 text,
                 pick,
-            },
-        ),
+            }),
         n,
     )
 }
@@ -182,7 +188,11 @@ fn value_for(kind: ValueKind, seed: &Seed) -> String {
         ValueKind::Int => (seed.number as i32).to_string(),
         ValueKind::Long => seed.number.to_string(),
         ValueKind::Bool => seed.flag.to_string(),
-        ValueKind::OneOf(names) => names.get(seed.pick % names.len().max(1)).copied().unwrap_or_default().to_owned(),
+        ValueKind::OneOf(names) => names
+            .get(seed.pick % names.len().max(1))
+            .copied()
+            .unwrap_or_default()
+            .to_owned(),
     }
 }
 
@@ -196,7 +206,9 @@ fn all_fields<H: HeaderSpec>() -> Vec<FieldSpec> {
 }
 
 fn as_map(ext: &ExtFields) -> BTreeMap<String, String> {
-    ext.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+    ext.iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
 }
 
 /// Builds canonical ext fields for `H` from `seeds`, parses them, writes them back, and checks
@@ -211,7 +223,8 @@ fn check_header<H: CommandHeader + HeaderSpec + PartialEq + std::fmt::Debug>(
             ext.insert(spec.key, value_for(spec.kind, seed));
         }
     }
-    let header = H::from_ext_fields(&ext).map_err(|e| TestCaseError::fail(format!("{e} from {ext:?}")))?;
+    let header =
+        H::from_ext_fields(&ext).map_err(|e| TestCaseError::fail(format!("{e} from {ext:?}")))?;
     let mut written = ExtFields::new();
     header.to_ext_fields(&mut written);
     prop_assert_eq!(as_map(&written), as_map(&ext));

@@ -49,7 +49,7 @@ pub trait RpcHook: Send + Sync + 'static {
         &self,
         remote: SocketAddr,
         request: &mut RemotingCommand,
-    ) -> Result<(), RemotingCommand>;
+    ) -> Result<(), Box<RemotingCommand>>;
 
     /// Called with every response the server is about to send, or the client has received.
     fn after_response(
@@ -154,7 +154,7 @@ impl Dispatcher {
                 for h in &hooks {
                     h.after_response(remote, &request, &mut refusal);
                 }
-                return Some(refusal);
+                return Some(*refusal);
             }
         }
         let code = request.code;

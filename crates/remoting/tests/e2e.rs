@@ -636,13 +636,13 @@ impl RpcHook for StampHook {
         &self,
         _: SocketAddr,
         request: &mut RemotingCommand,
-    ) -> Result<(), RemotingCommand> {
+    ) -> Result<(), Box<RemotingCommand>> {
         self.before.fetch_add(1, Ordering::SeqCst);
         if request.ext("deny").is_some() {
-            return Err(RemotingCommand::response(
+            return Err(Box::new(RemotingCommand::response(
                 NO_PERMISSION,
                 Some("denied".into()),
-            ));
+            )));
         }
         request.ext_mut().insert("signed", "yes");
         Ok(())

@@ -123,9 +123,7 @@ impl Checkpoint {
     /// `min(physic, logics) - 3 s` (never negative): records stored at or before this are
     /// durable in both the CommitLog and the ConsumeQueues.
     pub fn min_timestamp(&self) -> i64 {
-        let min = self
-            .physic_msg_timestamp()
-            .min(self.logics_msg_timestamp());
+        let min = self.physic_msg_timestamp().min(self.logics_msg_timestamp());
         (min - CHECKPOINT_SAFETY_MARGIN_MS).max(0)
     }
 

@@ -191,7 +191,10 @@ impl CommitLog {
     /// A CommitLog over `config`'s commit-log directory; call [`CommitLog::load`] next.
     pub fn new(config: &MessageStoreConfig) -> Self {
         Self {
-            queue: MappedFileQueue::new(&config.commit_log_dir(), config.mapped_file_size_commit_log),
+            queue: MappedFileQueue::new(
+                &config.commit_log_dir(),
+                config.mapped_file_size_commit_log,
+            ),
             max_message_size: config.max_message_size,
             auto_message_version_on_topic_len: config.auto_message_version_on_topic_len,
             writer: Mutex::new(TopicQueueTable::default()),
@@ -218,12 +221,7 @@ impl CommitLog {
 
     /// First physical offset still stored.
     pub fn min_offset(&self) -> i64 {
-        let Some(first) = self.queue.first_file() else {
-            return 0;
-        };
-        // A first segment whose start was never written (fresh file after retention) counts from
-        // the next one, like RocketMQ's `rollNextFile` fallback.
-        first.file_from_offset()
+        self.queue.min_offset()
     }
 
     /// End of the written data.
@@ -362,7 +360,10 @@ impl CommitLog {
     /// Appends one message. The caller fills topic, queue id, flag, body, properties, sys flag,
     /// born timestamp/host, store host, reconsume times and prepared transaction offset; this
     /// assigns the rest.
-    pub fn put_message(&self, mut msg: MessageExt) -> Result<AppendMessageResult, PutMessageStatus> {
+    pub fn put_message(
+        &self,
+        mut msg: MessageExt,
+    ) -> Result<AppendMessageResult, PutMessageStatus> {
         self.check_topic(&msg.topic)?;
         if msg.body.len() > self.max_message_size {
             return Err(PutMessageStatus::MessageIllegal);
@@ -411,14 +412,18 @@ impl CommitLog {
     }
 
     /// Appends a batch as consecutive records with consecutive queue offsets, all in one segment.
-    pub fn put_messages(&self, batch: MessageExtBatch) -> Result<AppendMessageResult, PutMessageStatus> {
+    pub fn put_messages(
+        &self,
+        batch: MessageExtBatch,
+    ) -> Result<AppendMessageResult, PutMessageStatus> {
         self.check_topic(&batch.topic)?;
         let n = batch.messages.len();
         if n == 0 || n > MAX_BATCH_MESSAGES {
             return Err(PutMessageStatus::MessageIllegal);
         }
         let tran = sysflag::transaction_type(batch.sys_flag);
-        if tran == sysflag::TRANSACTION_PREPARED_TYPE || tran == sysflag::TRANSACTION_ROLLBACK_TYPE {
+        if tran == sysflag::TRANSACTION_PREPARED_TYPE || tran == sysflag::TRANSACTION_ROLLBACK_TYPE
+        {
             return Err(PutMessageStatus::MessageIllegal);
         }
         let body_total: usize = batch.messages.iter().map(|m| m.body.len()).sum();

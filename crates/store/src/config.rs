@@ -16,7 +16,8 @@ pub const DEFAULT_CONSUME_QUEUE_ENTRIES_PER_FILE: usize = 300_000;
 /// Smallest segment size accepted: a segment must at least hold a BLANK marker and a header.
 pub const MIN_MAPPED_FILE_SIZE: usize = 4096;
 /// RocketMQ's default delay levels (`messageDelayLevel`).
-pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
+pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
+    "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 
 /// How the CommitLog is made durable before a put is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -246,19 +247,13 @@ impl MessageStoreConfig {
                 }
             };
             let n: i64 = num.parse().map_err(|_| {
-                StoreError::Config(format!("message_delay_level entry {token:?} is not a number"))
+                StoreError::Config(format!(
+                    "message_delay_level entry {token:?} is not a number"
+                ))
             })?;
             out.push(n.saturating_mul(factor));
         }
         Ok(out)
-    }
-
-    /// Hours of the day listed in `delete_when` (entries that are not numbers are ignored).
-    pub fn delete_when_hours(&self) -> Vec<u32> {
-        self.delete_when
-            .split(';')
-            .filter_map(|h| h.trim().parse().ok())
-            .collect()
     }
 }
 
@@ -287,8 +282,9 @@ mod tests {
         cfg.message_delay_level = "1x".into();
         assert!(cfg.validate().is_err());
         cfg.message_delay_level = "1s 2m".into();
-        assert_eq!(cfg.delay_levels_millis().unwrap_or_default(), vec![1000, 120_000]);
-        cfg.delete_when = "04;05;x".into();
-        assert_eq!(cfg.delete_when_hours(), vec![4, 5]);
+        assert_eq!(
+            cfg.delay_levels_millis().unwrap_or_default(),
+            vec![1000, 120_000]
+        );
     }
 }

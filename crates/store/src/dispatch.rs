@@ -169,7 +169,8 @@ impl Dispatcher {
         if req.is_indexed()
             && let Some(index) = &self.index
         {
-            let uniq = comet_protocol::message::properties::find_property(req.properties, keys::UNIQ_KEY);
+            let uniq =
+                comet_protocol::message::properties::find_property(req.properties, keys::UNIQ_KEY);
             let user_keys =
                 comet_protocol::message::properties::find_property(req.properties, keys::KEYS);
             let mut all: Vec<&str> = Vec::new();
@@ -373,7 +374,11 @@ impl ReputService {
             let mut from = self.reput_from_offset();
             let min = self.commit_log.min_offset();
             if from < min {
-                tracing::warn!(from, min, "reput offset below the commit log start (retention); skipping ahead");
+                tracing::warn!(
+                    from,
+                    min,
+                    "reput offset below the commit log start (retention); skipping ahead"
+                );
                 from = min;
             }
             let limit = self.dispatch_limit();
@@ -413,7 +418,11 @@ impl ReputService {
                     }
                 },
                 |offset, reason| {
-                    tracing::error!(offset, reason, "undecodable record in the live commit log; skipping to the next segment");
+                    tracing::error!(
+                        offset,
+                        reason,
+                        "undecodable record in the live commit log; skipping to the next segment"
+                    );
                     Some(self.commit_log.roll_next_file(offset))
                 },
             );
@@ -438,7 +447,11 @@ impl ReputService {
         let deadline = Instant::now() + timeout;
         let mut guard = self.progress_lock.lock();
         while self.reput_from_offset() < offset {
-            if self.progress_cv.wait_until(&mut guard, deadline).timed_out() {
+            if self
+                .progress_cv
+                .wait_until(&mut guard, deadline)
+                .timed_out()
+            {
                 return self.reput_from_offset() >= offset;
             }
         }

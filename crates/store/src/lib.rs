@@ -4,6 +4,18 @@
 //! directory can be inspected with the same tools: a CommitLog of fixed-size segments holding every
 //! message back to back, one ConsumeQueue per (topic, queue id) indexing it, an IndexFile for key
 //! lookups, a checkpoint and an abort marker for crash recovery.
+//!
+//! Why this shape: every put is one sequential append to one file ([`commit_log`]), whatever the
+//! topic, so writes stay sequential with thousands of queues. Everything consumers look up by
+//! queue offset or key is *derived* from the CommitLog by one dispatch thread ([`dispatch`]), and
+//! can therefore always be rebuilt from it ([`recovery`]). Durability is a separate concern
+//! ([`flush`]): ASYNC_FLUSH acknowledges from the page cache, SYNC_FLUSH batches concurrent
+//! writers into one msync (group commit).
+//!
+//! Entry point: [`MessageStore`] ([`message_store`]). Building blocks: [`mapped_file`] and
+//! [`mapped_file_queue`] (memory-mapped segments), [`consume_queue`], [`index_service`],
+//! [`checkpoint`], [`cleanup`] (retention decisions), [`config_file`] / [`config_tables`] (the
+//! broker's JSON config files).
 
 pub mod checkpoint;
 pub mod cleanup;

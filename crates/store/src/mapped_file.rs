@@ -336,7 +336,10 @@ impl MappedFile {
         let pos = pos.min(self.file_size);
         let _w = self.write_lock.lock();
         let _f = self.flush_lock.lock();
-        let page_end = pos.div_ceil(OS_PAGE_SIZE).saturating_mul(OS_PAGE_SIZE).min(self.file_size);
+        let page_end = pos
+            .div_ceil(OS_PAGE_SIZE)
+            .saturating_mul(OS_PAGE_SIZE)
+            .min(self.file_size);
         self.zero_range(pos, page_end);
         if page_end < self.file_size && !self.punch_hole(page_end, self.file_size - page_end) {
             let mut at = page_end;
@@ -362,8 +365,9 @@ impl MappedFile {
         }
         // SAFETY: `start < end <= file_size`; the caller holds write_lock and the region is
         // being withdrawn from readers (see `truncate_to`).
-        let region =
-            unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(start), end - start) };
+        let region = unsafe {
+            std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(start), end - start)
+        };
         if region.iter().any(|b| *b != 0) {
             region.fill(0);
         }
@@ -420,7 +424,10 @@ mod tests {
     #[test]
     fn names_round_trip() {
         assert_eq!(file_name(1_073_741_824), "00000000001073741824");
-        assert_eq!(parse_file_name(Path::new("/x/00000000001073741824")), Some(1_073_741_824));
+        assert_eq!(
+            parse_file_name(Path::new("/x/00000000001073741824")),
+            Some(1_073_741_824)
+        );
         assert_eq!(parse_file_name(Path::new("/x/0000000000107374182")), None);
         assert_eq!(parse_file_name(Path::new("/x/0000000000107374182a")), None);
     }
@@ -435,7 +442,9 @@ mod tests {
         assert_eq!(mf.append(b"world")?, 5);
         assert_eq!(mf.read_at(0, 10), Some(&b"helloworld"[..]));
         assert_eq!(mf.read_at(5, 6), None);
-        let s = mf.slice(5, 5).ok_or_else(|| StoreError::Config("slice".into()))?;
+        let s = mf
+            .slice(5, 5)
+            .ok_or_else(|| StoreError::Config("slice".into()))?;
         assert!(mf.is_able_to_flush(0));
         assert!(!mf.is_able_to_flush(1));
         assert_eq!(mf.flush()?, 10);
@@ -466,7 +475,9 @@ mod tests {
         mf.truncate_to(100)?;
         assert_eq!(mf.wrote_position(), 100);
         mf.set_wrote_position(size);
-        let all = mf.read_at(0, size).ok_or_else(|| StoreError::Config("read".into()))?;
+        let all = mf
+            .read_at(0, size)
+            .ok_or_else(|| StoreError::Config("read".into()))?;
         assert!(all[..100].iter().all(|b| *b == 0xAB));
         assert!(all[100..].iter().all(|b| *b == 0));
         drop(mf);

@@ -73,7 +73,9 @@ impl MappedFileQueue {
             let path = entry.path();
             match parse_file_name(&path) {
                 Some(offset) if path.is_file() => listed.push((offset, path)),
-                _ => tracing::warn!(path = %path.display(), "ignoring unexpected file in commit log directory"),
+                _ => {
+                    tracing::warn!(path = %path.display(), "ignoring unexpected file in commit log directory")
+                }
             }
         }
         listed.sort_by_key(|(offset, _)| *offset);
@@ -95,7 +97,10 @@ impl MappedFileQueue {
                 return Err(StoreError::corrupt(
                     &path,
                     offset,
-                    format!("segments are not contiguous: expected {}", file_name(expected)),
+                    format!(
+                        "segments are not contiguous: expected {}",
+                        file_name(expected)
+                    ),
                 ));
             }
             let is_last = listed_count == files.len() + 1;
@@ -330,8 +335,14 @@ mod tests {
         assert_eq!(f1.file_from_offset(), 4096);
         f1.append(&[2u8; 100])?;
         assert_eq!(q.max_offset(), 4196);
-        assert_eq!(q.find_by_offset(4095).map(|f| f.file_from_offset()), Some(0));
-        assert_eq!(q.find_by_offset(4096).map(|f| f.file_from_offset()), Some(4096));
+        assert_eq!(
+            q.find_by_offset(4095).map(|f| f.file_from_offset()),
+            Some(0)
+        );
+        assert_eq!(
+            q.find_by_offset(4096).map(|f| f.file_from_offset()),
+            Some(4096)
+        );
         assert!(q.find_by_offset(8192).is_none());
         assert_eq!(q.flush(0)?, 4196);
         assert_eq!(q.roll_next_file(4100), 8192);
@@ -344,8 +355,23 @@ mod tests {
         let q2 = MappedFileQueue::new(dir.path(), 4096);
         q2.load()?;
         assert_eq!(q2.file_count(), 1);
-        let q3 = MappedFileQueue::new(dir.path(), 8192);
-        assert!(q3.load().is_err(), "size mismatch is corruption");
+        let q3 = MappedFileQueue::new(dir.path(), 2048);
+        assert!(
+            q3.load().is_err(),
+            "a segment larger than configured is corruption"
+        );
+        drop(q2);
+
+        // A short newest segment (crash while it was being created) is extended with zeros.
+        let q4 = MappedFileQueue::new(dir.path(), 8192);
+        q4.load()?;
+        assert_eq!(q4.file_count(), 1);
+        assert_eq!(q4.first_file().map(|f| f.file_size()), Some(8192));
+        assert_eq!(
+            q4.first_file()
+                .and_then(|f| f.read_at(4096, 4).map(<[u8]>::to_vec)),
+            Some(vec![0u8; 4])
+        );
         Ok(())
     }
 }

@@ -43,8 +43,8 @@ pub const MAX_FILTER_MESSAGE_SIZE: usize = 16_000;
 pub const MAX_PULL_MSG_SIZE: usize = 128 * 1024 * 1024;
 /// Lower bound applied to the caller's byte budget (RocketMQ uses `max(maxTotalMsgSize, 100)`).
 pub const MIN_PULL_MSG_SIZE: usize = 100;
-/// How long shutdown waits for dispatch to drain before giving up.
-pub const SHUTDOWN_DISPATCH_WAIT: Duration = Duration::from_secs(10);
+/// Fewest ConsumeQueue units read per chunk by `get_message`.
+const MIN_READ_CHUNK_UNITS: usize = 32;
 
 /// Outcome of [`MessageStore::get_message`] (RocketMQ `GetMessageStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -203,7 +203,8 @@ impl CleanupService {
         }
         let mut deleted = 0;
         if decision.delete {
-            let reserved = Duration::from_secs(self.config.file_reserved_time_hours.saturating_mul(3600));
+            let reserved =
+                Duration::from_secs(self.config.file_reserved_time_hours.saturating_mul(3600));
             deleted = self.commit_log.mapped_file_queue().delete_expired_by_time(
                 reserved,
                 self.config.delete_commit_log_files_interval,
@@ -280,7 +281,8 @@ fn acquire_lock(path: &Path) -> Result<File, StoreError> {
         return Err(StoreError::io(path, err));
     }
     file.set_len(0).map_err(|e| StoreError::io(path, e))?;
-    file.write_all(b"lock").map_err(|e| StoreError::io(path, e))?;
+    file.write_all(b"lock")
+        .map_err(|e| StoreError::io(path, e))?;
     Ok(file)
 }
 
@@ -480,7 +482,8 @@ impl MessageStore {
     /// Stores one message (see [`CommitLog::put_message`] for what the caller fills in).
     ///
     /// Under SYNC_FLUSH with `WAIT` not `false`, resolves once the record is durable, or with
-    /// FLUSH_DISK_TIMEOUT after `sync_flush_timeout`. Must be awaited inside a Tokio runtime.
+    /// FLUSH_DISK_TIMEOUT after `sync_flush_timeout` (the timeout needs a Tokio runtime; outside
+    /// one the put waits for the flush thread's answer).
     pub async fn put_message(&self, msg: MessageExt) -> PutMessageResult {
         if let Err(status) = self.check_store_status() {
             return self.failed(status);
@@ -532,13 +535,24 @@ impl MessageStore {
                 self.flusher.wake_if_needed();
             }
             FlushDiskType::SyncFlush if wait => {
-                let end = append.wrote_offset
-                    + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
+                let end =
+                    append.wrote_offset + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
                 let rx = self.flusher.request(end);
-                let durable =
-                    matches!(tokio::time::timeout(self.config.sync_flush_timeout, rx).await, Ok(Ok(true)));
+                let durable = if tokio::runtime::Handle::try_current().is_ok() {
+                    matches!(
+                        tokio::time::timeout(self.config.sync_flush_timeout, rx).await,
+                        Ok(Ok(true))
+                    )
+                } else {
+                    // Outside a Tokio runtime there is no timer: wait for the flush thread, which
+                    // always answers (on success, failure or shutdown).
+                    matches!(rx.await, Ok(true))
+                };
                 if !durable {
-                    tracing::warn!(offset = append.wrote_offset, "sync flush did not complete in time");
+                    tracing::warn!(
+                        offset = append.wrote_offset,
+                        "sync flush did not complete in time"
+                    );
                     self.stats
                         .put_message_flush_timeouts
                         .fetch_add(1, Ordering::Relaxed);
@@ -603,6 +617,9 @@ impl MessageStore {
     ///   CommitLog segment was deleted give `MessageWasRemoving` (and skip to the next segment),
     ///   a missing ConsumeQueue file gives `OffsetFoundNull` with next = the next file's first
     ///   offset; any record returned makes it `Found`.
+    // The parameters mirror RocketMQ's `getMessage` one for one (the broker maps them from the
+    // pull request header); a wrapper struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub fn get_message(
         &self,
         group: &str,
@@ -613,7 +630,14 @@ impl MessageStore {
         max_total_bytes: usize,
         filter: Option<&dyn MessageFilter>,
     ) -> GetMessageResult {
-        let result = self.get_message_inner(topic, queue_id, offset, max_msg_nums, max_total_bytes, filter);
+        let result = self.get_message_inner(
+            topic,
+            queue_id,
+            offset,
+            max_msg_nums,
+            max_total_bytes,
+            filter,
+        );
         if result.status == GetMessageStatus::Found {
             self.stats
                 .get_message_times_found
@@ -670,81 +694,109 @@ impl MessageStore {
         }
 
         let max_msg_nums = max_msg_nums.max(1);
-        let max_filter_size = MAX_FILTER_MESSAGE_SIZE.max(max_msg_nums.saturating_mul(CQ_STORE_UNIT_SIZE));
+        let max_filter_size =
+            MAX_FILTER_MESSAGE_SIZE.max(max_msg_nums.saturating_mul(CQ_STORE_UNIT_SIZE));
         let max_pull_size = max_total_bytes.clamp(MIN_PULL_MSG_SIZE, MAX_PULL_MSG_SIZE);
         let scan_units = max_filter_size / CQ_STORE_UNIT_SIZE + 1;
-        let mut units: Vec<CqUnit> = Vec::with_capacity(scan_units.min(1024));
-        cq.read(offset, scan_units, &mut units);
+        // Units are read in chunks: an unfiltered pull usually needs only `max_msg_nums`.
+        let chunk = max_msg_nums.clamp(MIN_READ_CHUNK_UNITS, scan_units);
+        let mut units: Vec<CqUnit> = Vec::with_capacity(chunk);
+        cq.read(offset, chunk, &mut units);
         drop(cq);
 
-        let mut result = GetMessageResult::new(GetMessageStatus::NoMatchedMessage, offset, min, max);
+        let mut result =
+            GetMessageResult::new(GetMessageStatus::NoMatchedMessage, offset, min, max);
         if units.is_empty() {
-            let per_file = i64::try_from(self.config.consume_queue_entries_per_file).unwrap_or(i64::MAX);
+            let per_file =
+                i64::try_from(self.config.consume_queue_entries_per_file).unwrap_or(i64::MAX);
             result.status = GetMessageStatus::OffsetFoundNull;
             result.next_begin_offset = offset - offset.rem_euclid(per_file) + per_file;
-            tracing::warn!(topic, queue_id, offset, min, max, next = result.next_begin_offset,
-                "consume queue file missing for offset; skipping to the next file");
+            tracing::warn!(
+                topic,
+                queue_id,
+                offset,
+                min,
+                max,
+                next = result.next_begin_offset,
+                "consume queue file missing for offset; skipping to the next file"
+            );
             return result;
         }
         let mut next_phy_file_start: Option<i64> = None;
         let mut max_phy_pulling = 0i64;
-        for (i, unit) in units.iter().enumerate() {
-            let queue_offset = offset + i64::try_from(i).unwrap_or(i64::MAX);
-            if queue_offset >= max {
+        let mut examined = 0usize;
+        'scan: loop {
+            for unit in &units {
+                let queue_offset = offset + i64::try_from(examined).unwrap_or(i64::MAX);
+                if queue_offset >= max || examined * CQ_STORE_UNIT_SIZE > max_filter_size {
+                    break 'scan;
+                }
+                let size = usize::try_from(unit.size).unwrap_or(0);
+                let in_memory = self.is_in_memory(unit.commit_log_offset, max_offset_py);
+                if self.is_the_batch_full(
+                    size,
+                    max_msg_nums,
+                    max_pull_size,
+                    result.buffer_total_size,
+                    result.msg_count,
+                    in_memory,
+                ) || result.buffer_total_size >= max_pull_size
+                {
+                    break 'scan;
+                }
+                examined += 1;
+                max_phy_pulling = unit.commit_log_offset;
+                result.next_begin_offset = queue_offset + 1;
+                if let Some(start) = next_phy_file_start
+                    && unit.commit_log_offset < start
+                {
+                    continue;
+                }
+                if let Some(f) = filter
+                    && !f.is_matched_by_consume_queue(unit.tags_code)
+                {
+                    if result.buffer_total_size == 0 {
+                        result.status = GetMessageStatus::NoMatchedMessage;
+                    }
+                    continue;
+                }
+                let Some(bytes) = self
+                    .commit_log
+                    .get_message(unit.commit_log_offset, unit.size)
+                else {
+                    if result.buffer_total_size == 0 {
+                        result.status = GetMessageStatus::MessageWasRemoving;
+                    }
+                    next_phy_file_start =
+                        Some(self.commit_log.roll_next_file(unit.commit_log_offset));
+                    continue;
+                };
+                if let Some(f) = filter
+                    && !f.is_matched_by_commit_log(&bytes)
+                {
+                    if result.buffer_total_size == 0 {
+                        result.status = GetMessageStatus::NoMatchedMessage;
+                    }
+                    continue;
+                }
+                result.buffer_total_size += bytes.len();
+                result.msg_count += 1;
+                result.messages.push(bytes);
+                result.queue_offsets.push(queue_offset);
+                result.status = GetMessageStatus::Found;
+                next_phy_file_start = None;
+            }
+            if examined >= scan_units {
                 break;
             }
-            if (i * CQ_STORE_UNIT_SIZE) > max_filter_size {
+            units.clear();
+            let from = offset + i64::try_from(examined).unwrap_or(i64::MAX);
+            queue
+                .read()
+                .read(from, chunk.min(scan_units - examined), &mut units);
+            if units.is_empty() {
                 break;
             }
-            let size = usize::try_from(unit.size).unwrap_or(0);
-            let in_memory = self.is_in_memory(unit.commit_log_offset, max_offset_py);
-            if self.is_the_batch_full(
-                size,
-                max_msg_nums,
-                max_pull_size,
-                result.buffer_total_size,
-                result.msg_count,
-                in_memory,
-            ) || result.buffer_total_size >= max_pull_size
-            {
-                break;
-            }
-            max_phy_pulling = unit.commit_log_offset;
-            result.next_begin_offset = queue_offset + 1;
-            if let Some(start) = next_phy_file_start
-                && unit.commit_log_offset < start
-            {
-                continue;
-            }
-            if let Some(f) = filter
-                && !f.is_matched_by_consume_queue(unit.tags_code)
-            {
-                if result.buffer_total_size == 0 {
-                    result.status = GetMessageStatus::NoMatchedMessage;
-                }
-                continue;
-            }
-            let Some(bytes) = self.commit_log.get_message(unit.commit_log_offset, unit.size) else {
-                if result.buffer_total_size == 0 {
-                    result.status = GetMessageStatus::MessageWasRemoving;
-                }
-                next_phy_file_start = Some(self.commit_log.roll_next_file(unit.commit_log_offset));
-                continue;
-            };
-            if let Some(f) = filter
-                && !f.is_matched_by_commit_log(&bytes)
-            {
-                if result.buffer_total_size == 0 {
-                    result.status = GetMessageStatus::NoMatchedMessage;
-                }
-                continue;
-            }
-            result.buffer_total_size += bytes.len();
-            result.msg_count += 1;
-            result.messages.push(bytes);
-            result.queue_offsets.push(queue_offset);
-            result.status = GetMessageStatus::Found;
-            next_phy_file_start = None;
         }
         let diff = max_offset_py - max_phy_pulling;
         let memory = self.total_physical_memory as f64
@@ -816,7 +868,12 @@ impl MessageStore {
     }
 
     /// First queue offset stored at or after `timestamp_ms` (0 for an unknown queue).
-    pub fn get_offset_in_queue_by_time(&self, topic: &str, queue_id: i32, timestamp_ms: i64) -> i64 {
+    pub fn get_offset_in_queue_by_time(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        timestamp_ms: i64,
+    ) -> i64 {
         let Some(queue) = self.queues.find(topic, queue_id) else {
             return 0;
         };
@@ -840,7 +897,12 @@ impl MessageStore {
     }
 
     /// CommitLog offset of the message at `queue_offset` (0 if there is none).
-    pub fn get_commit_log_offset_in_queue(&self, topic: &str, queue_id: i32, queue_offset: i64) -> i64 {
+    pub fn get_commit_log_offset_in_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> i64 {
         self.queues
             .find(topic, queue_id)
             .and_then(|q| q.read().get(queue_offset))
@@ -848,11 +910,19 @@ impl MessageStore {
     }
 
     /// Store timestamp of the message at `queue_offset` (-1 if there is none).
-    pub fn get_message_store_timestamp(&self, topic: &str, queue_id: i32, queue_offset: i64) -> i64 {
+    pub fn get_message_store_timestamp(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> i64 {
         self.queues
             .find(topic, queue_id)
             .and_then(|q| q.read().get(queue_offset))
-            .and_then(|u| self.commit_log.pickup_store_timestamp(u.commit_log_offset, u.size))
+            .and_then(|u| {
+                self.commit_log
+                    .pickup_store_timestamp(u.commit_log_offset, u.size)
+            })
             .unwrap_or(-1)
     }
 
@@ -907,9 +977,12 @@ impl MessageStore {
         clean_immediately: bool,
         batch_max: usize,
     ) -> Result<usize, StoreError> {
-        self.commit_log
-            .mapped_file_queue()
-            .delete_expired_by_time(expired, Duration::ZERO, clean_immediately, batch_max)
+        self.commit_log.mapped_file_queue().delete_expired_by_time(
+            expired,
+            Duration::ZERO,
+            clean_immediately,
+            batch_max,
+        )
     }
 
     /// Deletes ConsumeQueue/index files wholly before the CommitLog start and moves the queues'
@@ -983,8 +1056,11 @@ impl MessageStore {
             self.reput.do_reput();
         }
         if self.reput.reput_from_offset() < end {
-            tracing::warn!(dispatched = self.reput.reput_from_offset(), end,
-                "dispatch incomplete at shutdown; leaving the abort file for recovery");
+            tracing::warn!(
+                dispatched = self.reput.reput_from_offset(),
+                end,
+                "dispatch incomplete at shutdown; leaving the abort file for recovery"
+            );
             self.cq_flusher.flush_once()?;
             *done = true;
             self.lock_file.lock().take();

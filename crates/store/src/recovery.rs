@@ -317,7 +317,11 @@ enum UnitMismatch {
 /// Checks every ConsumeQueue unit pointing into `[from, end)` against the record it points at
 /// (topic, queue id, queue offset, size, transaction type, tags code). Returns, per queue, the
 /// first disagreement.
-fn reconcile_units(ctx: &RecoveryContext<'_>, from: i64, end: i64) -> Vec<(SharedConsumeQueue, UnitMismatch)> {
+fn reconcile_units(
+    ctx: &RecoveryContext<'_>,
+    from: i64,
+    end: i64,
+) -> Vec<(SharedConsumeQueue, UnitMismatch)> {
     const CHUNK: usize = 1024;
     let dispatcher = ctx.dispatcher;
     let mut found = Vec::new();
@@ -349,15 +353,23 @@ fn reconcile_units(ctx: &RecoveryContext<'_>, from: i64, end: i64) -> Vec<(Share
                     continue;
                 }
                 let Some(file) = ctx.commit_log.find_file(unit.commit_log_offset) else {
-                    break 'queue Some(UnitMismatch::DamagedUnit { offset: unit.commit_log_offset });
+                    break 'queue Some(UnitMismatch::DamagedUnit {
+                        offset: unit.commit_log_offset,
+                    });
                 };
-                let pos = usize::try_from(unit.commit_log_offset - file.file_from_offset()).unwrap_or(usize::MAX);
-                let buf = file.read_at(pos, file.file_size().saturating_sub(pos)).unwrap_or(&[]);
+                let pos = usize::try_from(unit.commit_log_offset - file.file_from_offset())
+                    .unwrap_or(usize::MAX);
+                let buf = file
+                    .read_at(pos, file.file_size().saturating_sub(pos))
+                    .unwrap_or(&[]);
                 let view = record::decode_record_view(buf).ok();
-                let Some(view) = view.filter(|v| {
-                    v.commit_log_offset == unit.commit_log_offset && v.body_crc_matches()
-                }) else {
-                    break 'queue Some(UnitMismatch::DamagedUnit { offset: unit.commit_log_offset });
+                // The forward scan already verified the CRC of every record in the range;
+                // a unit pointing at one is recognised by its PHYSICALOFFSET field.
+                let Some(view) = view.filter(|v| v.commit_log_offset == unit.commit_log_offset)
+                else {
+                    break 'queue Some(UnitMismatch::DamagedUnit {
+                        offset: unit.commit_log_offset,
+                    });
                 };
                 let req = DispatchRequest::from_view(&view, dispatcher.delay_levels_ms());
                 let tags_ok = req.topic == SCHEDULE_TOPIC || req.tags_code == unit.tags_code;
@@ -399,8 +411,14 @@ fn verify_and_truncate(
     let queue = ctx.commit_log.mapped_file_queue();
     let (mut end, stop) = scan_valid_end(ctx, files, start, report);
     let mut corruption = match stop {
-        Some(ScanStop { idx, why: Stop::Corrupt(reason), .. }) => Some(Corruption {
-            file: files.get(idx).map_or_else(PathBuf::new, |f| f.path().to_path_buf()),
+        Some(ScanStop {
+            idx,
+            why: Stop::Corrupt(reason),
+            ..
+        }) => Some(Corruption {
+            file: files
+                .get(idx)
+                .map_or_else(PathBuf::new, |f| f.path().to_path_buf()),
             offset: end,
             reason,
         }),
@@ -416,16 +434,25 @@ fn verify_and_truncate(
                         .commit_log
                         .find_file(offset)
                         .map_or_else(PathBuf::new, |f| f.path().to_path_buf());
-                    corruption = Some(Corruption { file, offset, reason });
+                    corruption = Some(Corruption {
+                        file,
+                        offset,
+                        reason,
+                    });
                 }
             }
             UnitMismatch::DamagedUnit { offset } => {
                 let mut cq = shared.write();
-                tracing::warn!(topic = cq.topic(), queue_id = cq.queue_id(), offset,
-                    "consume queue unit points at no record; dropping it and the units after it");
+                tracing::warn!(
+                    topic = cq.topic(),
+                    queue_id = cq.queue_id(),
+                    offset,
+                    "consume queue unit points at no record; dropping it and the units after it"
+                );
                 cq.truncate_dirty(offset)?;
                 report.repaired_queues += 1;
-                report.repair_from = Some(report.repair_from.map_or(offset, |r: i64| r.min(offset)));
+                report.repair_from =
+                    Some(report.repair_from.map_or(offset, |r: i64| r.min(offset)));
             }
         }
     }

@@ -73,7 +73,13 @@ fn build_template(root: &Path) -> Vec<Rec> {
         let len = 20 + rng.below(280) as usize;
         let body = rng.bytes(len);
         let key = format!("key-{i}");
-        let mut msg = message(topic, queue_id, body.clone(), Some(&format!("t{}", i % 3)), Some(&key));
+        let mut msg = message(
+            topic,
+            queue_id,
+            body.clone(),
+            Some(&format!("t{}", i % 3)),
+            Some(&key),
+        );
         msg.properties.insert(keys::UNIQ_KEY, format!("U{i:06}"));
         let prepared = i % 50 == 7 && i + 20 < RECORDS;
         if prepared {
@@ -106,7 +112,12 @@ fn last_segment_path(root: &Path, recs: &[Rec]) -> (PathBuf, i64) {
 
 /// Every invariant recovery promises, for a store whose log should hold exactly `kept`
 /// undamaged records followed (possibly) by records we cannot vouch for.
-fn check_store(store: &Arc<MessageStore>, kept: &[Rec], dropped: &[Rec], rt: &tokio::runtime::Runtime) {
+fn check_store(
+    store: &Arc<MessageStore>,
+    kept: &[Rec],
+    dropped: &[Rec],
+    rt: &tokio::runtime::Runtime,
+) {
     let end = store.max_phy_offset();
     assert_eq!(store.recovery_report().max_phy_offset, end);
 
@@ -116,7 +127,10 @@ fn check_store(store: &Arc<MessageStore>, kept: &[Rec], dropped: &[Rec], rt: &to
             .lookup_message_by_offset(r.phys)
             .unwrap_or_else(|| panic!("record at {} lost", r.phys));
         assert_eq!(hash(&m.body), r.body_hash, "record at {}", r.phys);
-        assert_eq!((m.topic.as_str(), m.queue_id), (r.topic.as_str(), r.queue_id));
+        assert_eq!(
+            (m.topic.as_str(), m.queue_id),
+            (r.topic.as_str(), r.queue_id)
+        );
         assert_eq!(m.queue_offset, r.queue_offset);
     }
 
@@ -125,13 +139,21 @@ fn check_store(store: &Arc<MessageStore>, kept: &[Rec], dropped: &[Rec], rt: &to
     for (topic, queue_id, q) in store.consume_queues().entries() {
         let cq = q.read();
         for qo in cq.min_offset()..cq.max_offset() {
-            let unit = cq.get(qo).unwrap_or_else(|| panic!("{topic}-{queue_id} unit {qo} missing"));
-            assert!(unit.commit_log_offset + i64::from(unit.size) <= end, "unit past the log end");
+            let unit = cq
+                .get(qo)
+                .unwrap_or_else(|| panic!("{topic}-{queue_id} unit {qo} missing"));
+            assert!(
+                unit.commit_log_offset + i64::from(unit.size) <= end,
+                "unit past the log end"
+            );
             let bytes = store
                 .select_one_message_by_offset(unit.commit_log_offset, unit.size)
                 .unwrap_or_else(|| panic!("unit {qo} points at nothing"));
             let m = decode_record(&bytes, true).unwrap_or_else(|e| panic!("unit {qo}: {e}"));
-            assert_eq!((m.topic.as_str(), m.queue_id, m.queue_offset), (topic.as_str(), queue_id, qo));
+            assert_eq!(
+                (m.topic.as_str(), m.queue_id, m.queue_offset),
+                (topic.as_str(), queue_id, qo)
+            );
             units_seen.insert(unit.commit_log_offset, (topic.clone(), queue_id, qo));
         }
     }
@@ -149,7 +171,8 @@ fn check_store(store: &Arc<MessageStore>, kept: &[Rec], dropped: &[Rec], rt: &to
             continue;
         };
         let tran = sysflag::transaction_type(view.sys_flag);
-        if tran != sysflag::TRANSACTION_PREPARED_TYPE && tran != sysflag::TRANSACTION_ROLLBACK_TYPE {
+        if tran != sysflag::TRANSACTION_PREPARED_TYPE && tran != sysflag::TRANSACTION_ROLLBACK_TYPE
+        {
             assert_eq!(
                 units_seen.get(&offset),
                 Some(&(view.topic.to_owned(), view.queue_id, view.queue_offset)),
@@ -172,13 +195,23 @@ fn check_store(store: &Arc<MessageStore>, kept: &[Rec], dropped: &[Rec], rt: &to
     // 5. The store keeps working: a new message lands at the end with the next queue offset.
     let next = store.get_max_offset_in_queue("RA", 1);
     let r = rt.block_on(store.put_message(message("RA", 1, &b"after"[..], None, None)));
-    let a = r.append.unwrap_or_else(|| panic!("append after recovery: {:?}", r.status));
-    assert_eq!(a.wrote_offset, end.max(a.wrote_offset - a.wrote_offset % TEST_SEGMENT_SIZE as i64));
+    let a = r
+        .append
+        .unwrap_or_else(|| panic!("append after recovery: {:?}", r.status));
+    assert_eq!(
+        a.wrote_offset,
+        end.max(a.wrote_offset - a.wrote_offset % TEST_SEGMENT_SIZE as i64)
+    );
     assert_eq!(a.logics_offset, next);
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
     let got = store.get_message("g", "RA", 1, next, 1, 1 << 20, None);
     assert_eq!(got.status, GetMessageStatus::Found);
-    assert_eq!(got.messages.first().map(|b| decode_record(b, true).map(|m| m.body).ok()), Some(Some(Bytes::from("after"))));
+    assert_eq!(
+        got.messages
+            .first()
+            .map(|b| decode_record(b, true).map(|m| m.body).ok()),
+        Some(Some(Bytes::from("after")))
+    );
 }
 
 fn open_abnormal(dir: &Path) -> Arc<MessageStore> {
@@ -189,24 +222,36 @@ fn open_abnormal(dir: &Path) -> Arc<MessageStore> {
 
 #[test]
 fn truncation_at_every_byte_of_the_tail() {
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tmp = fast_tempdir();
     let template = tmp.path().join("template");
     let recs = build_template(&template);
     let (seg_path, seg_from) = last_segment_path(&template, &recs);
     let tail: Vec<&Rec> = recs.iter().rev().take(DAMAGED_TAIL_RECORDS).collect();
-    assert!(tail.iter().all(|r| r.phys >= seg_from), "tail records share the last segment");
+    assert!(
+        tail.iter().all(|r| r.phys >= seg_from),
+        "tail records share the last segment"
+    );
     let first = tail.last().map_or(0, |r| r.phys);
     let last_end = recs.last().map_or(0, Rec::end);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
 
     let template_seg = std::fs::read(&seg_path).unwrap_or_else(|e| panic!("{e}"));
     let mut cases = 0;
     for cut in first..=last_end {
         let case = tmp.path().join(format!("cut-{cut}"));
         copy_dir(&template, &case);
-        let seg = case.join("commitlog").join(seg_path.file_name().unwrap_or_default());
-        let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap_or_else(|e| panic!("{e}"));
-        f.set_len((cut - seg_from) as u64).unwrap_or_else(|e| panic!("{e}"));
+        let seg = case
+            .join("commitlog")
+            .join(seg_path.file_name().unwrap_or_default());
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .unwrap_or_else(|e| panic!("{e}"));
+        f.set_len((cut - seg_from) as u64)
+            .unwrap_or_else(|e| panic!("{e}"));
         drop(f);
 
         let store = open_abnormal(&case);
@@ -223,7 +268,10 @@ fn truncation_at_every_byte_of_the_tail() {
             .is_some_and(|b| b.iter().any(|x| *x != 0));
         if torn_bytes_nonzero {
             assert_eq!(report.truncated_from, Some(expected_end), "cut at {cut}");
-            assert!(report.corruption.is_some(), "a torn record is reported (cut at {cut})");
+            assert!(
+                report.corruption.is_some(),
+                "a torn record is reported (cut at {cut})"
+            );
         }
         check_store(&store, &kept, &dropped, &rt);
         store.shutdown().unwrap_or_else(|e| panic!("{e}"));
@@ -236,19 +284,26 @@ fn truncation_at_every_byte_of_the_tail() {
 
 #[test]
 fn random_byte_flips_in_the_tail() {
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tmp = fast_tempdir();
     let template = tmp.path().join("template");
     let recs = build_template(&template);
     let (seg_path, seg_from) = last_segment_path(&template, &recs);
-    let first = recs.iter().rev().take(DAMAGED_TAIL_RECORDS).last().map_or(0, |r| r.phys);
+    let first = recs
+        .get(recs.len().saturating_sub(DAMAGED_TAIL_RECORDS))
+        .map_or(0, |r| r.phys);
     let last_end = recs.last().map_or(0, Rec::end);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut rng = Rng(0xf1ee_f10b);
     let mut reported = 0;
     for case_no in 0..FLIP_CASES {
         let case = tmp.path().join(format!("flip-{case_no}"));
         copy_dir(&template, &case);
-        let seg = case.join("commitlog").join(seg_path.file_name().unwrap_or_default());
+        let seg = case
+            .join("commitlog")
+            .join(seg_path.file_name().unwrap_or_default());
         let mut data = std::fs::read(&seg).unwrap_or_else(|e| panic!("{e}"));
         let flips = 1 + rng.below(3) as usize;
         let mut first_flip = i64::MAX;
@@ -267,9 +322,19 @@ fn random_byte_flips_in_the_tail() {
         reported += usize::from(report.corruption.is_some());
         // Records wholly before the first damaged byte survive; what follows is kept only if
         // it still verifies, and is then held to the same consistency rules.
-        let kept: Vec<Rec> = recs.iter().filter(|r| r.end() <= first_flip).cloned().collect();
-        let damaged_start = recs.iter().find(|r| r.end() > first_flip).map_or(last_end, |r| r.phys);
-        assert!(report.max_phy_offset >= damaged_start, "case {case_no}: {report:?}");
+        let kept: Vec<Rec> = recs
+            .iter()
+            .filter(|r| r.end() <= first_flip)
+            .cloned()
+            .collect();
+        let damaged_start = recs
+            .iter()
+            .find(|r| r.end() > first_flip)
+            .map_or(last_end, |r| r.phys);
+        assert!(
+            report.max_phy_offset >= damaged_start,
+            "case {case_no}: {report:?}"
+        );
         assert!(report.max_phy_offset <= last_end);
         check_store(&store, &kept, &[], &rt);
         store.shutdown().unwrap_or_else(|e| panic!("{e}"));
@@ -282,12 +347,15 @@ fn random_byte_flips_in_the_tail() {
 
 #[test]
 fn lost_consume_queues_are_rebuilt_from_the_log() {
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tmp = fast_tempdir();
     let root = tmp.path().join("store");
     let recs = build_template(&root);
     std::fs::remove_dir_all(root.join("consumequeue")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::remove_dir_all(root.join("index")).unwrap_or_else(|e| panic!("{e}"));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
     let store = open_abnormal(&root);
     assert_eq!(store.recovery_report().redispatched_records, RECORDS as u64);
     check_store(&store, &recs, &[], &rt);

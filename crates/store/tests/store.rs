@@ -38,21 +38,38 @@ async fn random_appends_read_back_byte_identical() {
         let topic = topics[(rng.below(2)) as usize];
         let queue_id = rng.below(3) as i32;
         // Mostly small, sometimes big enough to force BLANK padding quickly.
-        let len = if rng.below(10) == 0 { 4000 + rng.below(12_000) } else { rng.below(300) } as usize;
+        let len = if rng.below(10) == 0 {
+            4000 + rng.below(12_000)
+        } else {
+            rng.below(300)
+        } as usize;
         let body = rng.bytes(len);
         let tags = format!("tag{}", i % 4);
         let r = store
-            .put_message(message(topic, queue_id, body.clone(), Some(&tags), Some(&format!("k{i}"))))
+            .put_message(message(
+                topic,
+                queue_id,
+                body.clone(),
+                Some(&tags),
+                Some(&format!("k{i}")),
+            ))
             .await;
         assert_eq!(r.status, PutMessageStatus::PutOk);
         let append = r.append.unwrap_or_else(|| panic!("append result"));
         let q = expected.entry((topic.to_owned(), queue_id)).or_default();
-        assert_eq!(append.logics_offset, q.len() as i64, "queue offsets are contiguous");
+        assert_eq!(
+            append.logics_offset,
+            q.len() as i64,
+            "queue offsets are contiguous"
+        );
         assert!(append.wrote_offset >= last_end, "physical offsets increase");
         last_end = append.wrote_offset + append.wrote_bytes as i64;
         q.push(body);
     }
-    assert!(store.commit_log().mapped_file_queue().file_count() > 3, "crossed segments");
+    assert!(
+        store.commit_log().mapped_file_queue().file_count() > 3,
+        "crossed segments"
+    );
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
 
     for ((topic, queue_id), bodies) in &expected {
@@ -60,7 +77,11 @@ async fn random_appends_read_back_byte_identical() {
         let mut got = Vec::new();
         while offset < bodies.len() as i64 {
             let r = store.get_message("g", topic, *queue_id, offset, 32, 1 << 20, None);
-            assert_eq!(r.status, GetMessageStatus::Found, "at {topic}-{queue_id}@{offset}");
+            assert_eq!(
+                r.status,
+                GetMessageStatus::Found,
+                "at {topic}-{queue_id}@{offset}"
+            );
             assert_eq!(r.next_begin_offset, offset + r.msg_count as i64);
             for (bytes, qo) in r.messages.iter().zip(&r.queue_offsets) {
                 let m = decode_record(bytes, true).unwrap_or_else(|e| panic!("decode: {e}"));
@@ -86,8 +107,13 @@ async fn random_appends_read_back_byte_identical() {
     assert!(!store.recovery_report().abnormal);
     assert_eq!(store.recovery_report().corruption, None);
     for ((topic, queue_id), bodies) in &expected {
-        assert_eq!(store.get_max_offset_in_queue(topic, *queue_id), bodies.len() as i64);
-        let r = store.put_message(message(topic, *queue_id, &b"more"[..], None, None)).await;
+        assert_eq!(
+            store.get_max_offset_in_queue(topic, *queue_id),
+            bodies.len() as i64
+        );
+        let r = store
+            .put_message(message(topic, *queue_id, &b"more"[..], None, None))
+            .await;
         assert_eq!(r.append.map(|a| a.logics_offset), Some(bodies.len() as i64));
     }
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
@@ -100,7 +126,9 @@ async fn blank_entry_pads_segment_end() {
     let body = vec![7u8; 20_000];
     let mut offsets = Vec::new();
     for _ in 0..4 {
-        let r = store.put_message(message("T", 0, body.clone(), None, None)).await;
+        let r = store
+            .put_message(message("T", 0, body.clone(), None, None))
+            .await;
         let a = r.append.unwrap_or_else(|| panic!("append"));
         offsets.push((a.wrote_offset, a.wrote_bytes));
     }
@@ -117,10 +145,16 @@ async fn blank_entry_pads_segment_end() {
         .read_at(end_of_third as usize, 8)
         .unwrap_or_else(|| panic!("blank"));
     assert_eq!(record::peek_total_size(blank), Some(free as i32));
-    assert_eq!(record::peek_magic(blank), Some(comet_protocol::message::BLANK_MAGIC));
+    assert_eq!(
+        record::peek_magic(blank),
+        Some(comet_protocol::message::BLANK_MAGIC)
+    );
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
     let r = store.get_message("g", "T", 0, 0, 32, 1 << 20, None);
-    assert_eq!(r.msg_count, 4, "dispatch skips the BLANK and continues in the next segment");
+    assert_eq!(
+        r.msg_count, 4,
+        "dispatch skips the BLANK and continues in the next segment"
+    );
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -128,12 +162,18 @@ async fn blank_entry_pads_segment_end() {
 async fn batch_gets_consecutive_offsets() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let store = open(dir.path(), FlushDiskType::SyncFlush);
-    store.put_message(message("B", 1, &b"single"[..], None, None)).await;
+    store
+        .put_message(message("B", 1, &b"single"[..], None, None))
+        .await;
     let entries: Vec<BatchEntry> = (0..10)
         .map(|i| {
             let mut p = Properties::new();
             p.insert(keys::UNIQ_KEY, format!("UNIQ{i}"));
-            BatchEntry { flag: i, body: Bytes::from(format!("batch-{i}")), properties: p }
+            BatchEntry {
+                flag: i,
+                body: Bytes::from(format!("batch-{i}")),
+                properties: p,
+            }
         })
         .collect();
     let mut encoded = bytes::BytesMut::new();
@@ -169,25 +209,64 @@ async fn put_validation() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let store = open(dir.path(), FlushDiskType::AsyncFlush);
     let big = vec![0u8; 4 * 1024 * 1024 + 1];
-    assert_eq!(store.put_message(message("T", 0, big, None, None)).await.status, PutMessageStatus::MessageIllegal);
+    assert_eq!(
+        store
+            .put_message(message("T", 0, big, None, None))
+            .await
+            .status,
+        PutMessageStatus::MessageIllegal
+    );
     // Larger than a test segment, below max_message_size: refused rather than spanning files.
     let seg = vec![0u8; TEST_SEGMENT_SIZE];
-    assert_eq!(store.put_message(message("T", 0, seg, None, None)).await.status, PutMessageStatus::MessageIllegal);
+    assert_eq!(
+        store
+            .put_message(message("T", 0, seg, None, None))
+            .await
+            .status,
+        PutMessageStatus::MessageIllegal
+    );
     let mut m = message("T", 0, &b"x"[..], None, None);
     m.properties.insert("P", "v".repeat(40_000));
-    assert_eq!(store.put_message(m).await.status, PutMessageStatus::PropertiesSizeExceeded);
+    assert_eq!(
+        store.put_message(m).await.status,
+        PutMessageStatus::PropertiesSizeExceeded
+    );
     let long = "t".repeat(128);
-    assert_eq!(store.put_message(message(&long, 0, &b"x"[..], None, None)).await.status, PutMessageStatus::MessageIllegal);
+    assert_eq!(
+        store
+            .put_message(message(&long, 0, &b"x"[..], None, None))
+            .await
+            .status,
+        PutMessageStatus::MessageIllegal
+    );
     let retry = format!("%RETRY%{}", "g".repeat(130));
-    let r = store.put_message(message(&retry, 0, &b"x"[..], None, None)).await;
-    assert_eq!(r.status, PutMessageStatus::PutOk, "retry topics may use MAGIC V2");
+    let r = store
+        .put_message(message(&retry, 0, &b"x"[..], None, None))
+        .await;
+    assert_eq!(
+        r.status,
+        PutMessageStatus::PutOk,
+        "retry topics may use MAGIC V2"
+    );
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
     let got = store.get_message("g", &retry, 0, 0, 1, 1 << 20, None);
     let m = decode_record(&got.messages[0], true).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(m.topic, retry);
-    assert_eq!(store.put_message(message("", 0, &b"x"[..], None, None)).await.status, PutMessageStatus::MessageIllegal);
+    assert_eq!(
+        store
+            .put_message(message("", 0, &b"x"[..], None, None))
+            .await
+            .status,
+        PutMessageStatus::MessageIllegal
+    );
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(store.put_message(message("T", 0, &b"x"[..], None, None)).await.status, PutMessageStatus::ServiceNotAvailable);
+    assert_eq!(
+        store
+            .put_message(message("T", 0, &b"x"[..], None, None))
+            .await
+            .status,
+        PutMessageStatus::ServiceNotAvailable
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,13 +280,25 @@ async fn transactions_prepared_not_consumable() {
     let mut commit = message("Tx", 0, &b"commit"[..], None, None);
     commit.sys_flag = sysflag::TRANSACTION_COMMIT_TYPE;
     let r2 = store.put_message(commit).await;
-    assert_eq!(r2.append.as_ref().map(|a| a.logics_offset), Some(0), "prepared took no queue slot");
+    assert_eq!(
+        r2.append.as_ref().map(|a| a.logics_offset),
+        Some(0),
+        "prepared took no queue slot"
+    );
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
     assert_eq!(store.get_max_offset_in_queue("Tx", 0), 1);
     // The half message is still indexed (for transaction checks), and readable by offset.
-    assert_eq!(store.query_message("Tx", "txkey", 4, 0, i64::MAX).messages.len(), 1);
+    assert_eq!(
+        store
+            .query_message("Tx", "txkey", 4, 0, i64::MAX)
+            .messages
+            .len(),
+        1
+    );
     let half_offset = r.append.map(|a| a.wrote_offset).unwrap_or(-1);
-    let looked = store.lookup_message_by_offset(half_offset).unwrap_or_else(|| panic!("lookup"));
+    let looked = store
+        .lookup_message_by_offset(half_offset)
+        .unwrap_or_else(|| panic!("lookup"));
     assert_eq!(&looked.body[..], b"half");
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
@@ -241,30 +332,53 @@ async fn get_message_statuses() {
 
     // Unknown queue / impossible queue.
     let r = store.get_message("g", "Nope", 0, 5, 32, 1 << 20, None);
-    assert_eq!((r.status, r.next_begin_offset), (GetMessageStatus::NoMessageInQueue, 0));
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::NoMessageInQueue, 0)
+    );
     let r = store.get_message("g", "a/b", 0, 5, 32, 1 << 20, None);
-    assert_eq!((r.status, r.next_begin_offset), (GetMessageStatus::NoMatchedLogicQueue, 0));
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::NoMatchedLogicQueue, 0)
+    );
     let r = store.get_message("g", "T", -1, 5, 32, 1 << 20, None);
-    assert_eq!((r.status, r.next_begin_offset), (GetMessageStatus::NoMatchedLogicQueue, 0));
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::NoMatchedLogicQueue, 0)
+    );
 
     // Fill queue T-0 across several segments: 40 records of ~4 KiB = ~3 segments.
     let body = vec![1u8; 4000];
     for i in 0..40 {
         let tags = if i % 2 == 0 { "even" } else { "odd" };
-        store.put_message(message("T", 0, body.clone(), Some(tags), None)).await;
+        store
+            .put_message(message("T", 0, body.clone(), Some(tags), None))
+            .await;
     }
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
 
     let r = store.get_message("g", "T", 0, 40, 32, 1 << 20, None);
-    assert_eq!((r.status, r.next_begin_offset), (GetMessageStatus::OffsetOverflowOne, 40));
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::OffsetOverflowOne, 40)
+    );
     let r = store.get_message("g", "T", 0, 45, 32, 1 << 20, None);
-    assert_eq!((r.status, r.next_begin_offset), (GetMessageStatus::OffsetOverflowBadly, 40));
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::OffsetOverflowBadly, 40)
+    );
 
     let r = store.get_message("g", "T", 0, 0, 4, 1 << 20, None);
-    assert_eq!((r.status, r.msg_count, r.next_begin_offset), (GetMessageStatus::Found, 4, 4));
+    assert_eq!(
+        (r.status, r.msg_count, r.next_begin_offset),
+        (GetMessageStatus::Found, 4, 4)
+    );
     // Byte budget: 2 records of ~4.1 KiB fit in 9000 bytes.
     let r = store.get_message("g", "T", 0, 0, 32, 9000, None);
-    assert_eq!((r.status, r.msg_count, r.next_begin_offset), (GetMessageStatus::Found, 2, 2));
+    assert_eq!(
+        (r.status, r.msg_count, r.next_begin_offset),
+        (GetMessageStatus::Found, 2, 2)
+    );
 
     // Tag filter: only odd ones.
     let odd = comet_protocol::message::tags_hash("odd");
@@ -278,11 +392,18 @@ async fn get_message_statuses() {
     assert_eq!(r.next_begin_offset, 40, "every examined unit is skipped");
 
     // Commit-log filter.
-    store.put_message(message("F", 0, &b"drop"[..], None, None)).await;
-    store.put_message(message("F", 0, &b"keep"[..], None, None)).await;
+    store
+        .put_message(message("F", 0, &b"drop"[..], None, None))
+        .await;
+    store
+        .put_message(message("F", 0, &b"keep"[..], None, None))
+        .await;
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
     let r = store.get_message("g", "F", 0, 0, 1, 1 << 20, Some(&RejectByBody));
-    assert_eq!((r.status, r.next_begin_offset), (GetMessageStatus::Found, 2));
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::Found, 2)
+    );
     let r = store.get_message("g", "F", 0, 0, 1, 1 << 20, Some(&RejectByBody));
     assert_eq!(r.queue_offsets, vec![1]);
     let r2 = store.get_message("g", "F", 0, 0, 1, 1 << 20, None);
@@ -291,7 +412,9 @@ async fn get_message_statuses() {
     // Push T's records out of all but the newest segments with traffic on another topic.
     let filler = vec![2u8; 8000];
     for _ in 0..20 {
-        store.put_message(message("Z", 0, filler.clone(), None, None)).await;
+        store
+            .put_message(message("Z", 0, filler.clone(), None, None))
+            .await;
     }
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
     let t_last = store.get_commit_log_offset_in_queue("T", 0, 39);
@@ -307,12 +430,20 @@ async fn get_message_statuses() {
     assert_eq!(deleted, segments - 1);
     assert!(store.min_phy_offset() > t_last);
     let r = store.get_message("g", "T", 0, 0, 4, 1 << 20, None);
-    assert_eq!((r.status, r.next_begin_offset), (GetMessageStatus::MessageWasRemoving, 40));
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::MessageWasRemoving, 40)
+    );
     // Step 2: ConsumeQueues catch up → OffsetTooSmall with next = new min (= max, all gone).
-    store.clean_expired_consume_queues().unwrap_or_else(|e| panic!("{e}"));
+    store
+        .clean_expired_consume_queues()
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(store.get_min_offset_in_queue("T", 0), 40);
     let r = store.get_message("g", "T", 0, 0, 4, 1 << 20, None);
-    assert_eq!((r.status, r.next_begin_offset), (GetMessageStatus::OffsetTooSmall, 40));
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::OffsetTooSmall, 40)
+    );
     // Z kept its newest records; its min moved to the first one still stored.
     let z_min = store.get_min_offset_in_queue("Z", 0);
     assert!(z_min > 0);
@@ -321,9 +452,14 @@ async fn get_message_statuses() {
     assert_eq!(r.queue_offsets.first(), Some(&z_min));
 
     // NoMessageInQueue for an existing but empty queue: a topic whose queue was emptied.
-    store.delete_topics(&["F"]).unwrap_or_else(|e| panic!("{e}"));
+    store
+        .delete_topics(&["F"])
+        .unwrap_or_else(|e| panic!("{e}"));
     let r = store.get_message("g", "F", 0, 1, 4, 1 << 20, None);
-    assert_eq!((r.status, r.next_begin_offset), (GetMessageStatus::NoMessageInQueue, 0));
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::NoMessageInQueue, 0)
+    );
 
     let s = store.stats();
     assert!(s.get_message_times_found > 0 && s.get_message_times_miss > 0);
@@ -337,7 +473,13 @@ async fn queries_by_time_and_key() {
     let mut stamps = Vec::new();
     for i in 0..5 {
         let r = store
-            .put_message(message("Q", 2, format!("m{i}"), None, Some(&format!("order-{i} shared"))))
+            .put_message(message(
+                "Q",
+                2,
+                format!("m{i}"),
+                None,
+                Some(&format!("order-{i} shared")),
+            ))
             .await;
         stamps.push(r.append.map(|a| a.store_timestamp).unwrap_or(0));
         std::thread::sleep(Duration::from_millis(3));
@@ -350,7 +492,10 @@ async fn queries_by_time_and_key() {
     assert_eq!(store.get_message_store_timestamp("Q", 2, 4), stamps[4]);
     assert_eq!(store.get_message_store_timestamp("Q", 2, 5), -1);
     let clo = store.get_commit_log_offset_in_queue("Q", 2, 1);
-    assert_eq!(store.lookup_message_by_offset(clo).map(|m| m.body), Some(Bytes::from("m1")));
+    assert_eq!(
+        store.lookup_message_by_offset(clo).map(|m| m.body),
+        Some(Bytes::from("m1"))
+    );
     let q = store.query_message("Q", "shared", 3, 0, i64::MAX);
     assert_eq!(q.messages.len(), 3, "capped at max_num");
     let q = store.query_message("Q", "order-2", 10, 0, i64::MAX);
@@ -372,7 +517,9 @@ impl MessageArrivingListener for LatencyListener {
     fn arriving(&self, a: &MessageArrival<'_>) {
         let idx = self.arrivals.fetch_add(1, Ordering::AcqRel) as usize;
         if let Some(start) = self.started.lock().get(idx) {
-            self.latencies_ns.lock().push(start.elapsed().as_nanos() as u64);
+            self.latencies_ns
+                .lock()
+                .push(start.elapsed().as_nanos() as u64);
         }
         *self.last.lock() = Some((a.topic.to_owned(), a.queue_id, a.max_offset, a.tags_code));
     }
@@ -393,7 +540,9 @@ async fn listener_is_woken_per_message_and_latency_is_recorded() {
         let n = 200u64;
         for i in 0..n {
             listener.started.lock().push(Instant::now());
-            store.put_message(message("L", 3, &b"hello"[..], Some("TagA"), None)).await;
+            store
+                .put_message(message("L", 3, &b"hello"[..], Some("TagA"), None))
+                .await;
             // One at a time, so each latency is a single append → listener hop.
             let deadline = Instant::now() + WAIT;
             while listener.arrivals.load(Ordering::Acquire) <= i && Instant::now() < deadline {
@@ -403,12 +552,23 @@ async fn listener_is_woken_per_message_and_latency_is_recorded() {
         assert_eq!(listener.arrivals.load(Ordering::Acquire), n);
         assert_eq!(
             listener.last.lock().clone(),
-            Some(("L".to_owned(), 3, n as i64, comet_protocol::message::tags_hash("TagA")))
+            Some((
+                "L".to_owned(),
+                3,
+                n as i64,
+                comet_protocol::message::tags_hash("TagA")
+            ))
         );
         let mut lat = listener.latencies_ns.lock().clone();
         lat.sort_unstable();
         let pct = |p: usize| lat.get(lat.len() * p / 100).copied().unwrap_or(0) as f64 / 1000.0;
-        println!("append→listener latency {mode:?}: p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs (n={})", pct(50), pct(90), pct(99), lat.len());
+        println!(
+            "append→listener latency {mode:?}: p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs (n={})",
+            pct(50),
+            pct(90),
+            pct(99),
+            lat.len()
+        );
         store.shutdown().unwrap_or_else(|e| panic!("{e}"));
     }
 }
@@ -420,5 +580,8 @@ fn second_open_is_refused_by_the_lock() {
     let again = MessageStore::open(test_config(dir.path(), FlushDiskType::AsyncFlush));
     assert!(matches!(again, Err(comet_store::StoreError::Locked(_))));
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
-    assert!(!dir.path().join("abort").exists(), "clean shutdown removes abort");
+    assert!(
+        !dir.path().join("abort").exists(),
+        "clean shutdown removes abort"
+    );
 }

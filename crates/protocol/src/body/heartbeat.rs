@@ -89,7 +89,11 @@ fn default_expression_type() -> String {
 impl SubscriptionData {
     /// Builds a TAG subscription from an expression the way the Java client does: empty or `*`
     /// means all; otherwise tags split on `||`, trimmed, empties dropped.
-    pub fn from_tag_expression(topic: impl Into<String>, expression: &str, sub_version: i64) -> Self {
+    pub fn from_tag_expression(
+        topic: impl Into<String>,
+        expression: &str,
+        sub_version: i64,
+    ) -> Self {
         let trimmed = expression.trim();
         let mut data = SubscriptionData {
             topic: topic.into(),
@@ -113,7 +117,8 @@ impl SubscriptionData {
 
     /// Whether this subscription takes every tag.
     pub fn is_all(&self) -> bool {
-        self.expression_type == EXPRESSION_TYPE_TAG && (self.sub_string == SUB_ALL || self.tags_set.is_empty())
+        self.expression_type == EXPRESSION_TYPE_TAG
+            && (self.sub_string == SUB_ALL || self.tags_set.is_empty())
     }
 
     /// Whether a message with `tag` matches (TAG subscriptions only).
@@ -127,13 +132,17 @@ impl SubscriptionData {
 
 /// Splits a tag expression on `||`, trimming each tag and dropping empty ones.
 pub fn parse_tags(expression: &str) -> impl Iterator<Item = &str> {
-    expression.split("||").map(str::trim).filter(|t| !t.is_empty())
+    expression
+        .split("||")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
 }
 
 /// Java's `String.hashCode()`: `s[0]*31^(n-1) + ... + s[n-1]` over UTF-16 units, wrapping.
 pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)))
+    s.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
 }
 
 /// One consumer group of a client.
@@ -206,7 +215,9 @@ mod tests {
         let b = SubscriptionData::from_tag_expression("T", "TagA||TagB", 1);
         assert_eq!(a.tags_set, b.tags_set);
         assert_eq!(a.tags_set, vec!["TagA", "TagB"]);
-        assert!(a.matches_tag(Some("TagB")) && !a.matches_tag(Some("TagC")) && !a.matches_tag(None));
+        assert!(
+            a.matches_tag(Some("TagB")) && !a.matches_tag(Some("TagC")) && !a.matches_tag(None)
+        );
         let all = SubscriptionData::from_tag_expression("T", " ", 1);
         assert_eq!(all.sub_string, "*");
         assert!(all.matches_tag(None));
@@ -216,7 +227,10 @@ mod tests {
     fn java_heartbeat_round_trips() {
         let src = r#"{"clientID":"10.0.0.5@1234#987654321","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"g","messageModel":"CLUSTERING","subscriptionDataSet":[{"classFilterMode":false,"codeSet":[2598919],"expressionType":"TAG","subString":"TagA","subVersion":1700000000000,"tagsSet":["TagA"],"topic":"T"}],"unitMode":false}],"heartbeatFingerprint":0,"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}],"withoutSub":false}"#;
         let hb = HeartbeatData::decode(src.as_bytes()).unwrap();
-        assert_eq!(hb.consumer_data_set[0].consume_type, ConsumeType::ConsumePassively);
+        assert_eq!(
+            hb.consumer_data_set[0].consume_type,
+            ConsumeType::ConsumePassively
+        );
         assert_eq!(hb.encode().unwrap(), src.as_bytes());
         assert!(HeartbeatData::decode(br#"{"consumerDataSet":[{"consumeType":"NOPE"}]}"#).is_err());
     }

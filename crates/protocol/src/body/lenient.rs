@@ -240,7 +240,9 @@ impl Parser<'_> {
     }
 
     fn escape(&mut self, s: &mut String) -> Result<()> {
-        let c = self.peek().ok_or_else(|| self.error("unterminated escape"))?;
+        let c = self
+            .peek()
+            .ok_or_else(|| self.error("unterminated escape"))?;
         self.pos += 1;
         match c {
             b'"' => s.push('"'),
@@ -387,7 +389,10 @@ mod tests {
 
     #[test]
     fn quotes_bare_integer_keys() {
-        assert_eq!(normalize(b"{0:250, 1 : -3}").unwrap(), r#"{"0":250,"1":-3}"#);
+        assert_eq!(
+            normalize(b"{0:250, 1 : -3}").unwrap(),
+            r#"{"0":250,"1":-3}"#
+        );
         let m: BTreeMap<i64, i64> = from_fastjson(b"{0:250,1:248}").unwrap();
         assert_eq!(m.get(&1), Some(&248));
     }
@@ -395,7 +400,10 @@ mod tests {
     #[test]
     fn object_keys_become_string_keys() {
         let got = normalize(br#"{{"brokerName":"b","queueId":0,"topic":"t"}:5}"#).unwrap();
-        assert_eq!(got, r#"{"{\"brokerName\":\"b\",\"queueId\":0,\"topic\":\"t\"}":5}"#);
+        assert_eq!(
+            got,
+            r#"{"{\"brokerName\":\"b\",\"queueId\":0,\"topic\":\"t\"}":5}"#
+        );
         // and the result is standard JSON
         let v: serde_json::Value = serde_json::from_str(&got).unwrap();
         assert_eq!(v.as_object().map(|o| o.len()), Some(1));
@@ -404,7 +412,10 @@ mod tests {
     #[test]
     fn pretty_printed_config_is_compacted() {
         let src = b"{\n\t\"offsetTable\":{\n\t\t\"T@g\":{0:1,1:2}\n\t}\n}";
-        assert_eq!(normalize(src).unwrap(), r#"{"offsetTable":{"T@g":{"0":1,"1":2}}}"#);
+        assert_eq!(
+            normalize(src).unwrap(),
+            r#"{"offsetTable":{"T@g":{"0":1,"1":2}}}"#
+        );
     }
 
     #[test]
@@ -442,15 +453,27 @@ mod tests {
             b"\xff",
             b"\"a\x01\"",
         ] {
-            assert!(normalize(bad).is_err(), "accepted {:?}", String::from_utf8_lossy(bad));
+            assert!(
+                normalize(bad).is_err(),
+                "accepted {:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
     #[test]
     fn nesting_is_bounded() {
-        let ok = format!("{}{}", "[".repeat(MAX_JSON_DEPTH), "]".repeat(MAX_JSON_DEPTH));
+        let ok = format!(
+            "{}{}",
+            "[".repeat(MAX_JSON_DEPTH),
+            "]".repeat(MAX_JSON_DEPTH)
+        );
         assert!(normalize(ok.as_bytes()).is_ok());
-        let deep = format!("{}{}", "[".repeat(MAX_JSON_DEPTH + 1), "]".repeat(MAX_JSON_DEPTH + 1));
+        let deep = format!(
+            "{}{}",
+            "[".repeat(MAX_JSON_DEPTH + 1),
+            "]".repeat(MAX_JSON_DEPTH + 1)
+        );
         assert!(normalize(deep.as_bytes()).is_err());
         let keys = "{{".repeat(MAX_JSON_DEPTH + 1);
         assert!(normalize(keys.as_bytes()).is_err());

@@ -60,7 +60,11 @@ mod tests {
             consumer_group: "g".into(),
             client_id: "c".into(),
             only_this_broker: false,
-            mq_set: [MessageQueue::new("T", "b", 1), MessageQueue::new("T", "b", 0)].into(),
+            mq_set: [
+                MessageQueue::new("T", "b", 1),
+                MessageQueue::new("T", "b", 0),
+            ]
+            .into(),
         };
         let text = to_fastjson(&req).unwrap();
         assert_eq!(
@@ -72,6 +76,10 @@ mod tests {
         let rsp = LockBatchResponseBody {
             lock_ok_mq_set: req.mq_set.clone(),
         };
-        assert!(to_fastjson(&rsp).unwrap().starts_with(r#"{"lockOKMQSet":[{"brokerName""#));
+        assert!(
+            to_fastjson(&rsp)
+                .unwrap()
+                .starts_with(r#"{"lockOKMQSet":[{"brokerName""#)
+        );
     }
 }

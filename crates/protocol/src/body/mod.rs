@@ -17,17 +17,22 @@ pub mod topic;
 pub mod writer;
 
 pub use heartbeat::{
-    ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel, ProducerData, SubscriptionData,
+    ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel, ProducerData,
+    SubscriptionData,
 };
-pub use lenient::{from_fastjson, normalize, to_fastjson, to_fastjson_bytes, to_standard_json, to_standard_json_bytes};
+pub use lenient::{
+    from_fastjson, normalize, to_fastjson, to_fastjson_bytes, to_standard_json,
+    to_standard_json_bytes,
+};
 pub use lock::{LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody};
 pub use queue::MessageQueue;
 pub use register::RegisterBrokerBody;
 pub use route::{BrokerData, ClusterInfo, QueueData, TopicRouteData};
 pub use stats::{
-    ConsumeStats, Connection, ConsumerConnection, GetConsumerListByGroupResponseBody, KvTable, OffsetWrapper,
-    ProducerConnection, ResetOffsetBody, TopicList, TopicOffset, TopicStatsTable,
+    Connection, ConsumeStats, ConsumerConnection, GetConsumerListByGroupResponseBody, KvTable,
+    OffsetWrapper, ProducerConnection, ResetOffsetBody, TopicList, TopicOffset, TopicStatsTable,
 };
 pub use topic::{
-    DataVersion, SubscriptionGroupConfig, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType, perm,
+    DataVersion, SubscriptionGroupConfig, TopicConfig, TopicConfigSerializeWrapper,
+    TopicFilterType, perm,
 };

@@ -85,7 +85,8 @@ impl<'de> Visitor<'de> for MessageQueueVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<MessageQueue, A::Error> {
-        MessageQueueFields::deserialize(de::value::MapAccessDeserializer::new(map)).map(MessageQueue::from)
+        MessageQueueFields::deserialize(de::value::MapAccessDeserializer::new(map))
+            .map(MessageQueue::from)
     }
 }
 
@@ -98,13 +99,19 @@ mod tests {
     #[test]
     fn value_and_key_forms() {
         let mq = MessageQueue::new("T", "broker-a", 3);
-        assert_eq!(to_fastjson(&mq).unwrap(), r#"{"brokerName":"broker-a","queueId":3,"topic":"T"}"#);
+        assert_eq!(
+            to_fastjson(&mq).unwrap(),
+            r#"{"brokerName":"broker-a","queueId":3,"topic":"T"}"#
+        );
         let back: MessageQueue = from_fastjson(to_fastjson(&mq).unwrap().as_bytes()).unwrap();
         assert_eq!(back, mq);
 
         let table = HashMap::from([(mq.clone(), 42i64)]);
         let legacy = to_fastjson(&table).unwrap();
-        assert_eq!(legacy, r#"{{"brokerName":"broker-a","queueId":3,"topic":"T"}:42}"#);
+        assert_eq!(
+            legacy,
+            r#"{{"brokerName":"broker-a","queueId":3,"topic":"T"}:42}"#
+        );
         let standard = to_standard_json(&table).unwrap();
         for text in [legacy, standard] {
             let back: HashMap<MessageQueue, i64> = from_fastjson(text.as_bytes()).unwrap();

@@ -109,7 +109,11 @@ impl RegisterBrokerBody {
             let n = r.count("topic queue mapping count")?;
             for _ in 0..n {
                 let info: serde_json::Value = from_fastjson(r.section("topic queue mapping")?)?;
-                let topic = info.get("topic").and_then(|t| t.as_str()).unwrap_or_default().to_owned();
+                let topic = info
+                    .get("topic")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or_default()
+                    .to_owned();
                 mapping.insert(topic, info);
             }
         }
@@ -189,20 +193,26 @@ impl<'a> SectionReader<'a> {
         Ok(s)
     }
 
+    fn int(&mut self, what: &str) -> Result<i32> {
+        let b: [u8; 4] = self
+            .take(4, what)?
+            .try_into()
+            .map_err(|_| body_err(format!("short int in {what}")))?;
+        Ok(i32::from_be_bytes(b))
+    }
+
     /// A non-negative i32 that cannot exceed the bytes left (each counted item takes ≥ 4 bytes).
     fn count(&mut self, what: &str) -> Result<usize> {
-        let b = self.take(4, what)?;
-        let v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        let v = self.int(what)?;
         let n = usize::try_from(v).map_err(|_| body_err(format!("negative {what} {v}")))?;
-        if n > (self.buf.len() - self.pos) / 4 + 1 {
+        if n > self.buf.len().saturating_sub(self.pos) / 4 + 1 {
             return Err(body_err(format!("{what} {n} exceeds the data")));
         }
         Ok(n)
     }
 
     fn section(&mut self, what: &str) -> Result<&'a [u8]> {
-        let b = self.take(4, what)?;
-        let v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        let v = self.int(what)?;
         let n = usize::try_from(v).map_err(|_| body_err(format!("negative {what} length {v}")))?;
         self.take(n, what)
     }
@@ -217,7 +227,10 @@ mod tests {
         let mut t = TopicConfig::with_queues("TopicTest", 8, 8, 6);
         t.attributes.insert("+message.type".into(), "NORMAL".into());
         table.insert("TopicTest".to_owned(), t);
-        table.insert("TBW102".to_owned(), TopicConfig::with_queues("TBW102", 8, 8, 7));
+        table.insert(
+            "TBW102".to_owned(),
+            TopicConfig::with_queues("TBW102", 8, 8, 7),
+        );
         RegisterBrokerBody {
             topic_config_serialize_wrapper: TopicConfigSerializeWrapper {
                 topic_config_table: table,
@@ -237,7 +250,9 @@ mod tests {
         let body = sample();
         let bytes = body.encode(false).unwrap();
         let text = String::from_utf8(bytes.clone()).unwrap();
-        assert!(text.starts_with(r#"{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":3"#));
+        assert!(text.starts_with(
+            r#"{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":3"#
+        ));
         assert_eq!(RegisterBrokerBody::decode(&bytes, false).unwrap(), body);
     }
 

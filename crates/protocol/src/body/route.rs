@@ -105,8 +105,12 @@ impl TopicRouteData {
     }
 
     /// Whether a GET_ROUTEINFO_BY_TOPIC request wants standard JSON (§1.6).
-    pub fn wants_standard_json(request_version: i32, accept_standard_json_only: Option<bool>) -> bool {
-        request_version >= STANDARD_JSON_ROUTE_MIN_VERSION || accept_standard_json_only == Some(true)
+    pub fn wants_standard_json(
+        request_version: i32,
+        accept_standard_json_only: Option<bool>,
+    ) -> bool {
+        request_version >= STANDARD_JSON_ROUTE_MIN_VERSION
+            || accept_standard_json_only == Some(true)
     }
 }
 
@@ -142,7 +146,10 @@ mod tests {
     #[test]
     fn legacy_route_is_byte_identical_to_java() {
         let route = TopicRouteData::decode(GO_ROUTE.as_bytes()).unwrap();
-        assert_eq!(route.broker_datas[0].master_addr(), Some("172.17.0.3:10911"));
+        assert_eq!(
+            route.broker_datas[0].master_addr(),
+            Some("172.17.0.3:10911")
+        );
         assert!(route.queue_datas[0].is_writeable());
         assert_eq!(route.encode(false).unwrap(), GO_ROUTE.as_bytes());
         let standard = String::from_utf8(route.encode(true).unwrap()).unwrap();

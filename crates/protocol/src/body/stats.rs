@@ -196,7 +196,10 @@ mod tests {
             br#"{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{"lastUpdateTimestamp":1,"maxOffset":9,"minOffset":0}}}"#,
         )
         .unwrap();
-        assert_eq!(tst.offset_table.values().next().map(|o| o.max_offset), Some(9));
+        assert_eq!(
+            tst.offset_table.values().next().map(|o| o.max_offset),
+            Some(9)
+        );
         assert_eq!(tst.topic_put_tps, None);
     }
 }

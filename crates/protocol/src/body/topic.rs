@@ -318,7 +318,8 @@ mod tests {
         );
         let back: TopicConfig = from_fastjson(to_fastjson(&t).unwrap().as_bytes()).unwrap();
         assert_eq!(back, t);
-        let multi: TopicConfig = from_fastjson(br#"{"topicName":"M","topicFilterType":"MULTI_TAG","perm":7}"#).unwrap();
+        let multi: TopicConfig =
+            from_fastjson(br#"{"topicName":"M","topicFilterType":"MULTI_TAG","perm":7}"#).unwrap();
         assert_eq!(multi.topic_filter_type, TopicFilterType::MultiTag);
         assert!(perm::is_inherited(multi.perm));
         assert!(from_fastjson::<TopicConfig>(br#"{"topicFilterType":"BOGUS"}"#).is_err());
@@ -342,7 +343,12 @@ mod tests {
         assert_eq!(v.counter, 4);
         assert!(v.timestamp > 1);
         assert_eq!(
-            to_fastjson(&DataVersion { timestamp: 5, counter: 2, state_version: 0 }).unwrap(),
+            to_fastjson(&DataVersion {
+                timestamp: 5,
+                counter: 2,
+                state_version: 0
+            })
+            .unwrap(),
             r#"{"counter":2,"stateVersion":0,"timestamp":5}"#
         );
     }
@@ -352,19 +358,35 @@ mod tests {
         let src = br#"{"dataVersion":{"counter":3,"stateVersion":0,"timestamp":1700000000000},"topicConfigTable":{"TopicTest":{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"TopicTest","topicSysFlag":0,"writeQueueNums":8}},"topicQueueMappingInfoMap":{}}"#;
         let w: TopicConfigSerializeWrapper = from_fastjson(src).unwrap();
         assert_eq!(w.data_version.counter, 3);
-        assert_eq!(w.topic_config_table.get("TopicTest").map(|t| t.read_queue_nums), Some(8));
+        assert_eq!(
+            w.topic_config_table
+                .get("TopicTest")
+                .map(|t| t.read_queue_nums),
+            Some(8)
+        );
         assert!(w.topic_queue_mapping_info_map.is_some());
     }
 
     #[test]
     fn subscription_group_defaults() {
-        let g: SubscriptionGroupConfig = from_fastjson(br#"{"groupName":"g","retryMaxTimes":3}"#).unwrap();
+        let g: SubscriptionGroupConfig =
+            from_fastjson(br#"{"groupName":"g","retryMaxTimes":3}"#).unwrap();
         let mut expected = SubscriptionGroupConfig::new("g");
         expected.retry_max_times = 3;
         assert_eq!(g, expected);
-        assert!(g.consume_enable && g.consume_broadcast_enable && g.notify_consumer_ids_changed_enable);
-        assert_eq!((g.retry_queue_nums, g.which_broker_when_consume_slowly, g.consume_timeout_minute), (1, 1, 15));
-        let back: SubscriptionGroupConfig = from_fastjson(to_fastjson(&g).unwrap().as_bytes()).unwrap();
+        assert!(
+            g.consume_enable && g.consume_broadcast_enable && g.notify_consumer_ids_changed_enable
+        );
+        assert_eq!(
+            (
+                g.retry_queue_nums,
+                g.which_broker_when_consume_slowly,
+                g.consume_timeout_minute
+            ),
+            (1, 1, 15)
+        );
+        let back: SubscriptionGroupConfig =
+            from_fastjson(to_fastjson(&g).unwrap().as_bytes()).unwrap();
         assert_eq!(back, g);
     }
 }

@@ -46,7 +46,10 @@ pub fn to_standard_json_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8
 fn render<T: Serialize + ?Sized>(value: &T, mode: Mode) -> Result<String> {
     let mut out = String::with_capacity(128);
     let emitted = value
-        .serialize(ValueWriter { out: &mut out, mode })
+        .serialize(ValueWriter {
+            out: &mut out,
+            mode,
+        })
         .map_err(|e| ProtocolError::Body(e.0))?;
     if emitted == Emitted::Null {
         out.push_str("null");
@@ -261,7 +264,9 @@ impl<'a> ser::Serializer for ValueWriter<'a> {
         _variant: &'static str,
         _len: usize,
     ) -> WResult<Self::SerializeTupleVariant> {
-        Err(WriteError(format!("tuple variant of {name} has no fastjson form")))
+        Err(WriteError(format!(
+            "tuple variant of {name} has no fastjson form"
+        )))
     }
 
     fn serialize_map(self, _len: Option<usize>) -> WResult<MapWriter<'a>> {
@@ -279,7 +284,9 @@ impl<'a> ser::Serializer for ValueWriter<'a> {
         _variant: &'static str,
         _len: usize,
     ) -> WResult<Self::SerializeStructVariant> {
-        Err(WriteError(format!("struct variant of {name} has no fastjson form")))
+        Err(WriteError(format!(
+            "struct variant of {name} has no fastjson form"
+        )))
     }
 }
 
@@ -369,7 +376,11 @@ impl<'a> MapWriter<'a> {
         }
     }
 
-    fn push_value<T: Serialize + ?Sized>(&mut self, key: (SortKey, String), value: &T) -> WResult<()> {
+    fn push_value<T: Serialize + ?Sized>(
+        &mut self,
+        key: (SortKey, String),
+        value: &T,
+    ) -> WResult<()> {
         if let Some(text) = render_value(value, self.mode)? {
             self.entries.push((key.0, key.1, text));
         }
@@ -432,7 +443,11 @@ impl ser::SerializeStruct for MapWriter<'_> {
     type Ok = Emitted;
     type Error = WriteError;
 
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> WResult<()> {
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> WResult<()> {
         let mut text = String::with_capacity(key.len() + 2);
         write_str(&mut text, key, self.mode);
         self.push_value((SortKey::Text(key.to_owned()), text), value)
@@ -583,7 +598,11 @@ impl ser::Serializer for KeyWriter {
         Err(Self::unsupported("a tuple"))
     }
 
-    fn serialize_tuple_struct(self, name: &'static str, _len: usize) -> WResult<Self::SerializeTupleStruct> {
+    fn serialize_tuple_struct(
+        self,
+        name: &'static str,
+        _len: usize,
+    ) -> WResult<Self::SerializeTupleStruct> {
         Err(Self::unsupported(name))
     }
 
@@ -631,11 +650,16 @@ impl ser::SerializeStruct for StructKeyWriter {
     type Ok = (SortKey, String);
     type Error = WriteError;
 
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> WResult<()> {
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> WResult<()> {
         if let Some(text) = render_value(value, Mode::Legacy)? {
             let mut key_text = String::with_capacity(key.len() + 2);
             write_json_string(&mut key_text, key);
-            self.entries.push((SortKey::Text(key.to_owned()), key_text, text));
+            self.entries
+                .push((SortKey::Text(key.to_owned()), key_text, text));
         }
         Ok(())
     }

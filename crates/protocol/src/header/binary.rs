@@ -80,9 +80,9 @@ impl<'a> Reader<'a> {
         usize::try_from(v).map_err(|_| ProtocolError::BinaryHeader(format!("negative {what} {v}")))
     }
 
-    fn string(&mut self, n: usize, what: &str) -> Result<String> {
+    fn str(&mut self, n: usize, what: &str) -> Result<&'a str> {
         let b = self.take(n, what)?;
-        String::from_utf8(b.to_vec())
+        std::str::from_utf8(b)
             .map_err(|_| ProtocolError::BinaryHeader(format!("{what} is not UTF-8")))
     }
 }
@@ -100,7 +100,7 @@ pub fn decode(src: &[u8]) -> Result<RemotingCommand> {
     let remark = if remark_len == 0 {
         None
     } else {
-        Some(r.string(remark_len, "remark")?)
+        Some(r.str(remark_len, "remark")?.to_owned())
     };
     let ext_len = r.i32("ext fields length")?;
     let ext_len = r.len(ext_len as i64, "ext fields length")?;
@@ -112,7 +112,7 @@ pub fn decode(src: &[u8]) -> Result<RemotingCommand> {
             buf: section,
             pos: 0,
         };
-        let mut ext = ExtFields::with_capacity(8);
+        let mut ext = ExtFields::with_capacity(16);
         while er.pos < section.len() {
             if ext.len() >= MAX_EXT_FIELDS {
                 return Err(ProtocolError::BinaryHeader(format!(
@@ -121,10 +121,10 @@ pub fn decode(src: &[u8]) -> Result<RemotingCommand> {
             }
             let kl = er.i16("key length")?;
             let kl = er.len(kl as i64, "key length")?;
-            let key = er.string(kl, "key")?;
+            let key = er.str(kl, "key")?;
             let vl = er.i32("value length")?;
             let vl = er.len(vl as i64, "value length")?;
-            let val = er.string(vl, "value")?;
+            let val = er.str(vl, "value")?;
             ext.insert(key, val);
         }
         Some(ext)

@@ -123,42 +123,92 @@ impl<'de> Deserialize<'de> for JsonExtFields {
 
 struct ExtVisitor;
 
-/// An ext field value: Java writes strings, but accept any scalar and keep its text.
-enum Scalar {
-    Text(String),
-    Null,
+/// A string that borrows from the input when it has no escapes.
+enum Text<'de> {
+    Borrowed(&'de str),
+    Owned(String),
 }
 
-impl<'de> Deserialize<'de> for Scalar {
+impl Text<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Text::Borrowed(s) => s,
+            Text::Owned(s) => s,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Text<'de> {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Scalar;
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(
+                self,
+                v: &'de str,
+            ) -> std::result::Result<Text<'de>, E> {
+                Ok(Text::Borrowed(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Text<'de>, E> {
+                Ok(Text::Owned(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Text<'de>, E> {
+                Ok(Text::Owned(v))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// An ext field value: Java writes strings, but accept any scalar and keep its text.
+enum Scalar<'de> {
+    Text(Text<'de>),
+    Null,
+}
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a string, number, boolean or null")
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Scalar, E> {
-                Ok(Scalar::Text(v.to_owned()))
+            fn visit_borrowed_str<E: de::Error>(
+                self,
+                v: &'de str,
+            ) -> std::result::Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Text::Borrowed(v)))
             }
-            fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Scalar, E> {
-                Ok(Scalar::Text(v))
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Text::Owned(v.to_owned())))
             }
-            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Scalar, E> {
-                Ok(Scalar::Text(v.to_string()))
+            fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Text::Owned(v)))
             }
-            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Scalar, E> {
-                Ok(Scalar::Text(v.to_string()))
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Text::Owned(v.to_string())))
             }
-            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Scalar, E> {
-                Ok(Scalar::Text(v.to_string()))
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Text::Owned(v.to_string())))
             }
-            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Scalar, E> {
-                Ok(Scalar::Text(v.to_string()))
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Text::Owned(v.to_string())))
             }
-            fn visit_unit<E: de::Error>(self) -> std::result::Result<Scalar, E> {
+            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Text::Borrowed(if v {
+                    "true"
+                } else {
+                    "false"
+                })))
+            }
+            fn visit_unit<E: de::Error>(self) -> std::result::Result<Scalar<'de>, E> {
                 Ok(Scalar::Null)
             }
-            fn visit_none<E: de::Error>(self) -> std::result::Result<Scalar, E> {
+            fn visit_none<E: de::Error>(self) -> std::result::Result<Scalar<'de>, E> {
                 Ok(Scalar::Null)
             }
         }
@@ -173,14 +223,19 @@ impl<'de> Visitor<'de> for ExtVisitor {
         f.write_str("an object of string fields")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
-        let mut ext = ExtFields::with_capacity(map.size_hint().unwrap_or(8).min(32));
-        while let Some(key) = map.next_key::<String>()? {
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut ext = ExtFields::with_capacity(map.size_hint().unwrap_or(16).min(32));
+        while let Some(key) = map.next_key::<Text<'de>>()? {
             if ext.len() >= MAX_EXT_FIELDS {
-                return Err(de::Error::custom(format!("more than {MAX_EXT_FIELDS} ext fields")));
+                return Err(de::Error::custom(format!(
+                    "more than {MAX_EXT_FIELDS} ext fields"
+                )));
             }
-            match map.next_value::<Scalar>()? {
-                Scalar::Text(v) => ext.insert(key, v),
+            match map.next_value::<Scalar<'de>>()? {
+                Scalar::Text(v) => ext.insert(key.as_str(), v.as_str()),
                 Scalar::Null => {}
             }
         }

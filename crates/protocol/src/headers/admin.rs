@@ -220,7 +220,10 @@ mod tests {
         ext.insert("topicFilterType", "NONE");
         assert!(matches!(
             CreateTopicRequestHeader::from_ext_fields(&ext),
-            Err(ProtocolError::MalformedField { field: "topicFilterType", .. })
+            Err(ProtocolError::MalformedField {
+                field: "topicFilterType",
+                ..
+            })
         ));
     }
 }

@@ -297,9 +297,15 @@ mod tests {
     #[test]
     fn required_optional_and_errors() {
         let mut ext = ExtFields::new();
-        assert_eq!(Probe::from_ext_fields(&ext), Err(ProtocolError::MissingField("topic")));
+        assert_eq!(
+            Probe::from_ext_fields(&ext),
+            Err(ProtocolError::MissingField("topic"))
+        );
         ext.insert("topic", "T");
-        assert_eq!(Probe::from_ext_fields(&ext), Err(ProtocolError::MissingField("queueId")));
+        assert_eq!(
+            Probe::from_ext_fields(&ext),
+            Err(ProtocolError::MissingField("queueId"))
+        );
         ext.insert("queueId", "x1");
         assert_eq!(
             Probe::from_ext_fields(&ext),
@@ -323,7 +329,10 @@ mod tests {
         ));
         ext.insert("flag", "false");
         ext.insert("offset", "99999999999");
-        assert_eq!(Probe::from_ext_fields(&ext).unwrap().offset, Some(99_999_999_999));
+        assert_eq!(
+            Probe::from_ext_fields(&ext).unwrap().offset,
+            Some(99_999_999_999)
+        );
     }
 
     #[test]
@@ -337,10 +346,19 @@ mod tests {
         };
         let cmd = request_with_header(RequestCode::PullMessage, &p);
         let fields: Vec<_> = cmd.ext_fields.as_ref().unwrap().iter().collect();
-        assert_eq!(fields, vec![("topic", "T"), ("queueId", "2"), ("flag", "false")]);
+        assert_eq!(
+            fields,
+            vec![("topic", "T"), ("queueId", "2"), ("flag", "false")]
+        );
         assert_eq!(cmd.decode_header::<Probe>().unwrap(), p);
         let empty = RemotingCommand::request(1);
-        assert_eq!(empty.decode_header::<Probe>(), Err(ProtocolError::MissingField("topic")));
-        assert_eq!(decode_or_default::<RpcHeader>(None).unwrap(), RpcHeader::default());
+        assert_eq!(
+            empty.decode_header::<Probe>(),
+            Err(ProtocolError::MissingField("topic"))
+        );
+        assert_eq!(
+            decode_or_default::<RpcHeader>(None).unwrap(),
+            RpcHeader::default()
+        );
     }
 }

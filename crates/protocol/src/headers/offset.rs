@@ -146,21 +146,33 @@ mod tests {
 
     #[test]
     fn boundary_type_is_case_insensitive() {
-        let mut ext: ExtFields = [("topic", "T"), ("queueId", "1"), ("timestamp", "9"), ("boundaryType", "UPPER")]
-            .into_iter()
-            .collect();
+        let mut ext: ExtFields = [
+            ("topic", "T"),
+            ("queueId", "1"),
+            ("timestamp", "9"),
+            ("boundaryType", "UPPER"),
+        ]
+        .into_iter()
+        .collect();
         let h = SearchOffsetRequestHeader::from_ext_fields(&ext).unwrap();
         assert_eq!(h.boundary_type, Some(BoundaryType::Upper));
         ext.insert("boundaryType", "middle");
         assert!(matches!(
             SearchOffsetRequestHeader::from_ext_fields(&ext),
-            Err(ProtocolError::MalformedField { field: "boundaryType", .. })
+            Err(ProtocolError::MalformedField {
+                field: "boundaryType",
+                ..
+            })
         ));
     }
 
     #[test]
     fn committed_defaults_true() {
         let ext: ExtFields = [("topic", "T"), ("queueId", "1")].into_iter().collect();
-        assert!(GetMaxOffsetRequestHeader::from_ext_fields(&ext).unwrap().is_committed());
+        assert!(
+            GetMaxOffsetRequestHeader::from_ext_fields(&ext)
+                .unwrap()
+                .is_committed()
+        );
     }
 }

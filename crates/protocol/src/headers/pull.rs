@@ -18,7 +18,12 @@ pub mod pull_sys_flag {
     pub const LITE_PULL: i32 = 0x10;
 
     /// Assembles a flag from its parts.
-    pub const fn build(commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool) -> i32 {
+    pub const fn build(
+        commit_offset: bool,
+        suspend: bool,
+        subscription: bool,
+        class_filter: bool,
+    ) -> i32 {
         (if commit_offset { COMMIT_OFFSET } else { 0 })
             | (if suspend { SUSPEND } else { 0 })
             | (if subscription { SUBSCRIPTION } else { 0 })
@@ -26,7 +31,12 @@ pub mod pull_sys_flag {
     }
 
     /// [`build`] plus the LITE_PULL bit.
-    pub const fn build_lite(commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool) -> i32 {
+    pub const fn build_lite(
+        commit_offset: bool,
+        suspend: bool,
+        subscription: bool,
+        class_filter: bool,
+    ) -> i32 {
         build(commit_offset, suspend, subscription, class_filter) | LITE_PULL
     }
 

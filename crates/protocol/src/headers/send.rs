@@ -9,7 +9,10 @@
 use crate::code::RequestCode;
 use crate::command::ExtFields;
 use crate::error::{ProtocolError, Result};
-use crate::headers::{CommandHeader, FieldSpec, HeaderSpec, HeaderValue, RpcHeader, ValueKind, command_header, put, put_opt};
+use crate::headers::{
+    CommandHeader, FieldSpec, HeaderSpec, HeaderValue, RpcHeader, ValueKind, command_header, put,
+    put_opt,
+};
 
 /// The template topic producers name as `defaultTopic` for auto-creation.
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
@@ -52,7 +55,9 @@ impl SendMessageRequestHeader {
     /// SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and SEND_REPLY_MESSAGE_V2 use the short keys.
     pub fn decode_for_code(code: i32, ext: &ExtFields) -> Result<Self> {
         match RequestCode::from(code) {
-            RequestCode::SendMessageV2 | RequestCode::SendBatchMessage | RequestCode::SendReplyMessageV2 => {
+            RequestCode::SendMessageV2
+            | RequestCode::SendBatchMessage
+            | RequestCode::SendReplyMessageV2 => {
                 SendMessageRequestHeaderV2::from_ext_fields(ext).map(Self::from)
             }
             _ => Self::from_ext_fields(ext),
@@ -151,7 +156,11 @@ impl HeaderSpec for SendMessageRequestHeaderV2 {
 }
 
 const fn v2_field(key: &'static str, kind: ValueKind, required: bool) -> FieldSpec {
-    FieldSpec { key, kind, required }
+    FieldSpec {
+        key,
+        kind,
+        required,
+    }
 }
 
 impl CommandHeader for SendMessageRequestHeaderV2 {
@@ -340,8 +349,14 @@ mod tests {
         assert_eq!(ext.get("g"), Some("1700000000000"));
         assert_eq!(ext.get("n"), Some("broker-a"));
         assert_eq!(ext.get("m"), None);
-        assert_eq!(SendMessageRequestHeaderV2::from_ext_fields(&ext).unwrap(), v2);
-        assert_eq!(SendMessageRequestHeader::decode_for_code(310, &ext).unwrap(), v1);
+        assert_eq!(
+            SendMessageRequestHeaderV2::from_ext_fields(&ext).unwrap(),
+            v2
+        );
+        assert_eq!(
+            SendMessageRequestHeader::decode_for_code(310, &ext).unwrap(),
+            v1
+        );
         assert!(SendMessageRequestHeader::decode_for_code(10, &ext).is_err());
     }
 

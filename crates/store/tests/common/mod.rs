@@ -41,7 +41,13 @@ pub fn store_host() -> SocketAddr {
 }
 
 /// A message as the broker would hand it to the store.
-pub fn message(topic: &str, queue_id: i32, body: impl Into<Bytes>, tags: Option<&str>, key: Option<&str>) -> MessageExt {
+pub fn message(
+    topic: &str,
+    queue_id: i32,
+    body: impl Into<Bytes>,
+    tags: Option<&str>,
+    key: Option<&str>,
+) -> MessageExt {
     let mut m = MessageExt::new(topic, body.into());
     m.queue_id = queue_id;
     m.born_host = born();
@@ -84,4 +90,16 @@ impl Rng {
     pub fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| (self.next_u64() & 0xFF) as u8).collect()
     }
+}
+
+/// A temporary directory, on tmpfs when the machine has one: the recovery tests open and close
+/// hundreds of stores, and every close fsyncs.
+pub fn fast_tempdir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
 }

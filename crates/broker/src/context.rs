@@ -1,0 +1,63 @@
+//! `BrokerContext`: the shared state every request processor and background service works on.
+//!
+//! The broker is one store plus a handful of tables and services that processors of both the
+//! produce and the consume side need together (a pull reads the store, the subscription group,
+//! the consumer offsets and the hold service). Rather than threading each piece through every
+//! constructor, the controller builds them once and hands out one `Arc<BrokerContext>`; services
+//! that must not keep the broker alive (background tasks) hold a `Weak` to it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use comet_remoting::CancellationToken;
+use comet_store::MessageStore;
+
+use crate::client::{ConsumerManager, ProducerManager};
+use crate::config::BrokerConfig;
+use crate::long_polling::PullRequestHoldService;
+use crate::offset_manager::ConsumerOffsetManager;
+use crate::outer_api::BrokerOuterApi;
+use crate::rebalance_lock::RebalanceLockManager;
+use crate::schedule::ScheduleMessageService;
+use crate::subscription_group::SubscriptionGroupManager;
+use crate::topic_config::TopicConfigManager;
+
+/// Everything a processor may need (see the module docs).
+pub struct BrokerContext {
+    pub config: Arc<BrokerConfig>,
+    pub store: Arc<MessageStore>,
+    pub topic_config: Arc<TopicConfigManager>,
+    pub subscription_groups: Arc<SubscriptionGroupManager>,
+    pub consumer_offsets: Arc<ConsumerOffsetManager>,
+    pub consumers: Arc<ConsumerManager>,
+    pub producers: Arc<ProducerManager>,
+    pub rebalance_locks: Arc<RebalanceLockManager>,
+    pub pull_hold: Arc<PullRequestHoldService>,
+    pub schedule: Arc<ScheduleMessageService>,
+    pub outer_api: Arc<BrokerOuterApi>,
+    /// `brokerIP1:listenPort`: the store host of every message (and so of every offset msgId).
+    pub store_host: SocketAddr,
+    /// Cancelled when the broker shuts down; background tasks stop on it.
+    pub shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for BrokerContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerContext")
+            .field("broker_name", &self.config.broker_name)
+            .field("store_host", &self.store_host)
+            .finish()
+    }
+}
+
+impl BrokerContext {
+    /// `brokerIP1:listenPort` as text, the address routes announce.
+    pub fn broker_addr(&self) -> String {
+        self.store_host.to_string()
+    }
+
+    /// Whether the broker is shutting down.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+}

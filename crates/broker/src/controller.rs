@@ -1,0 +1,381 @@
+//! `BrokerController`: start-up and shutdown of a broker.
+//!
+//! Start-up order matters for correctness, not just tidiness:
+//! 1. open the store (recovery runs here, before anything can read or write);
+//! 2. load topics (creating the system topics), groups, offsets and delay progress;
+//! 3. bind the listener — its port is part of the store host written into every message id, so
+//!    it must be known before the first message is accepted;
+//! 4. register processors, wire the store's arriving listener to long polling, start the
+//!    services (hold service, delay delivery, client housekeeping, periodic persistence);
+//! 5. start serving, then register with the name servers (once immediately, then every
+//!    `registerNameServerPeriod` and on every topic change).
+//!
+//! Shutdown reverses it: stop taking requests, answer every held pull once, stop the services,
+//! unregister from the name servers, persist offsets/topics/groups/delay progress, flush and shut
+//! the store down (which removes the `abort` marker, so the next start skips crash recovery).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use comet_protocol::code::RequestCode;
+use comet_remoting::{
+    CancellationToken, RemotingError, RemotingServer, RequestProcessor, ServerConfig, ServerHandle,
+};
+use comet_store::{MessageStore, StoreError};
+use thiserror::Error;
+use tokio::task::JoinHandle;
+
+use crate::client::{ClientHousekeeping, ConsumerManager, ProducerManager};
+use crate::config::{BrokerConfig, ConfigError};
+use crate::context::BrokerContext;
+use crate::long_polling::{NotifyMessageArrivingListener, PullRequestHoldService};
+use crate::offset_manager::ConsumerOffsetManager;
+use crate::outer_api::{BrokerIdentity, BrokerOuterApi, RegisterReport};
+use crate::processor;
+use crate::processor::admin::{ADMIN_CODES, AdminProcessor};
+use crate::processor::send::SendMessageProcessor;
+use crate::rebalance_lock::RebalanceLockManager;
+use crate::schedule::ScheduleMessageService;
+use crate::subscription_group::SubscriptionGroupManager;
+use crate::topic_config::TopicConfigManager;
+
+/// How long an orderly consumer's queue lock lives without renewal
+/// (`rocketmq.broker.rebalance.lockMaxLiveTime`).
+pub const REBALANCE_LOCK_MAX_LIVE: Duration = Duration::from_secs(60);
+
+/// Why a broker could not start or stop cleanly.
+#[derive(Debug, Error)]
+pub enum BrokerError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("message store: {0}")]
+    Store(#[from] StoreError),
+    #[error("remoting: {0}")]
+    Remoting(#[from] RemotingError),
+    #[error("a blocking start-up or shutdown step failed: {0}")]
+    Join(String),
+}
+
+/// Starts brokers; see [`BrokerController::start`].
+#[derive(Debug)]
+pub struct BrokerController;
+
+impl BrokerController {
+    /// Starts a broker with `config` on the current tokio runtime (see the module docs).
+    pub async fn start(config: BrokerConfig) -> Result<BrokerHandle, BrokerError> {
+        config.validate()?;
+        let config = Arc::new(config);
+        let root = config.store_path_root_dir.clone();
+
+        let store_config = config.to_store_config();
+        let store = tokio::task::spawn_blocking(move || MessageStore::open(store_config))
+            .await
+            .map_err(|e| BrokerError::Join(e.to_string()))??;
+        let report = store.recovery_report();
+        tracing::info!(root = %root.display(), ?report, "message store opened");
+
+        let opened = (|| -> Result<_, StoreError> {
+            Ok((
+                Arc::new(TopicConfigManager::open(&root, Arc::clone(&config))?),
+                Arc::new(SubscriptionGroupManager::open(
+                    &root,
+                    config.auto_create_subscription_group,
+                )?),
+                Arc::new(ConsumerOffsetManager::open(&root)?),
+                Arc::new(ScheduleMessageService::open(
+                    &root,
+                    config.delay_levels_millis(),
+                )?),
+            ))
+        })();
+        let (topic_config, subscription_groups, consumer_offsets, schedule) = match opened {
+            Ok(v) => v,
+            Err(e) => {
+                shutdown_store(&store).await;
+                return Err(e.into());
+            }
+        };
+
+        let server =
+            match RemotingServer::bind(ServerConfig::new(config.listen_addr().to_string())).await {
+                Ok(s) => s,
+                Err(e) => {
+                    shutdown_store(&store).await;
+                    return Err(e.into());
+                }
+            };
+        let local_addr = server.local_addr();
+        let broker_ip = config.resolve_broker_ip();
+        let store_host = SocketAddr::new(broker_ip, local_addr.port());
+        if config.broker_ip1.is_none() && config.bind_address.is_unspecified() {
+            tracing::warn!(broker_ip = %broker_ip,
+                "brokerIP1 not set: announcing {store_host} to name servers and in message ids (auto-detected); \
+                 set brokerIP1 if clients must reach this broker at another address");
+        } else {
+            tracing::info!(store_host = %store_host, "broker address (brokerIP1:listenPort)");
+        }
+
+        let channel_expired = Duration::from_millis(config.channel_expired_timeout);
+        let pull_hold = Arc::new(PullRequestHoldService::new(
+            config.long_polling_enable,
+            config.short_polling_time_mills,
+        ));
+        let outer_api = Arc::new(BrokerOuterApi::new(
+            config.namesrv_addr.clone(),
+            Duration::from_millis(config.register_broker_timeout_mills),
+        ));
+        let ctx = Arc::new(BrokerContext {
+            config: Arc::clone(&config),
+            store: Arc::clone(&store),
+            topic_config,
+            subscription_groups,
+            consumer_offsets,
+            consumers: Arc::new(ConsumerManager::new(channel_expired)),
+            producers: Arc::new(ProducerManager::new(channel_expired)),
+            rebalance_locks: Arc::new(RebalanceLockManager::new(REBALANCE_LOCK_MAX_LIVE)),
+            pull_hold: Arc::clone(&pull_hold),
+            schedule: Arc::clone(&schedule),
+            outer_api,
+            store_host,
+            shutdown: CancellationToken::new(),
+        });
+
+        store.set_arriving_listener(Some(Arc::new(NotifyMessageArrivingListener::new(
+            Arc::clone(&pull_hold),
+        ))));
+        let send: Arc<dyn RequestProcessor> = Arc::new(SendMessageProcessor::new(Arc::clone(&ctx)));
+        for code in [
+            RequestCode::SendMessage,
+            RequestCode::SendMessageV2,
+            RequestCode::SendBatchMessage,
+        ] {
+            server.register(code.code(), Arc::clone(&send));
+        }
+        let admin: Arc<dyn RequestProcessor> = Arc::new(AdminProcessor::new(Arc::clone(&ctx)));
+        for code in ADMIN_CODES {
+            server.register(code.code(), Arc::clone(&admin));
+        }
+        processor::consume::register(&server, &ctx);
+
+        let mut tasks = Vec::new();
+        pull_hold.start(Arc::downgrade(&ctx));
+        tasks.extend(schedule.start(&ctx));
+        tasks.push(ClientHousekeeping::start(&ctx));
+        tasks.push(spawn_persist_task(&ctx));
+
+        let server = server.start();
+        let identity = BrokerIdentity {
+            cluster_name: config.broker_cluster_name.clone(),
+            broker_name: config.broker_name.clone(),
+            broker_addr: store_host.to_string(),
+            ha_server_addr: SocketAddr::new(broker_ip, config.ha_listen_port).to_string(),
+            broker_id: config.broker_id,
+        };
+        let handle = BrokerHandle {
+            ctx,
+            server: Some(server),
+            tasks,
+            identity,
+            local_addr,
+        };
+        handle.register_now().await;
+        let registration = spawn_registration_task(&handle.ctx, handle.identity.clone());
+        let mut handle = handle;
+        handle.tasks.push(registration);
+        tracing::info!(addr = %local_addr, broker = %config.broker_name, cluster = %config.broker_cluster_name,
+            "broker started");
+        Ok(handle)
+    }
+}
+
+async fn shutdown_store(store: &Arc<MessageStore>) {
+    let store = Arc::clone(store);
+    match tokio::task::spawn_blocking(move || store.shutdown()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "store shutdown failed"),
+        Err(e) => tracing::error!(error = %e, "store shutdown task failed"),
+    }
+}
+
+fn log_report(what: &str, report: &RegisterReport) {
+    for failure in &report.failed {
+        tracing::warn!(error = %failure, "{what} failed; retried at the next period");
+    }
+    if !report.succeeded.is_empty() {
+        tracing::debug!(name_servers = ?report.succeeded, "{what} done");
+    }
+}
+
+/// Registers every `registerNameServerPeriod`, and right after each topic change.
+fn spawn_registration_task(ctx: &Arc<BrokerContext>, identity: BrokerIdentity) -> JoinHandle<()> {
+    let weak = Arc::downgrade(ctx);
+    let shutdown = ctx.shutdown.clone();
+    let period = ctx.config.register_period();
+    tokio::spawn(async move {
+        loop {
+            let Some(ctx) = weak.upgrade() else { return };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(period) => {}
+                _ = ctx.topic_config.changed() => {}
+            }
+            if shutdown.is_cancelled() {
+                return;
+            }
+            let report = ctx
+                .outer_api
+                .register_broker_all(&identity, ctx.topic_config.to_register_wrapper())
+                .await;
+            log_report("broker registration", &report);
+        }
+    })
+}
+
+/// Writes consumer offsets (when changed) and delay progress every
+/// `flushConsumerOffsetInterval`.
+fn spawn_persist_task(ctx: &Arc<BrokerContext>) -> JoinHandle<()> {
+    let weak = Arc::downgrade(ctx);
+    let shutdown = ctx.shutdown.clone();
+    let period = Duration::from_millis(ctx.config.flush_consumer_offset_interval);
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
+            let Some(ctx) = weak.upgrade() else { return };
+            persist_tables(&ctx, false).await;
+        }
+    })
+}
+
+/// Persists offsets and delay progress (and, when `all`, topics and groups) off the runtime's
+/// worker threads.
+async fn persist_tables(ctx: &Arc<BrokerContext>, all: bool) {
+    let ctx = Arc::clone(ctx);
+    let outcome = tokio::task::spawn_blocking(move || {
+        let mut errors = Vec::new();
+        let offsets = if all {
+            ctx.consumer_offsets.persist()
+        } else {
+            ctx.consumer_offsets.persist_if_dirty().map(|_| ())
+        };
+        if let Err(e) = offsets {
+            errors.push(format!("consumerOffset.json: {e}"));
+        }
+        if let Err(e) = ctx.schedule.persist() {
+            errors.push(format!("delayOffset.json: {e}"));
+        }
+        if all {
+            if let Err(e) = ctx.topic_config.persist() {
+                errors.push(format!("topics.json: {e}"));
+            }
+            if let Err(e) = ctx.subscription_groups.persist() {
+                errors.push(format!("subscriptionGroup.json: {e}"));
+            }
+        }
+        errors
+    })
+    .await;
+    match outcome {
+        Ok(errors) => {
+            for e in errors {
+                tracing::error!(error = %e, "persisting broker tables failed");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "persist task failed"),
+    }
+}
+
+/// A running broker.
+pub struct BrokerHandle {
+    ctx: Arc<BrokerContext>,
+    server: Option<ServerHandle>,
+    tasks: Vec<JoinHandle<()>>,
+    identity: BrokerIdentity,
+    local_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for BrokerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerHandle")
+            .field("local_addr", &self.local_addr)
+            .field("identity", &self.identity)
+            .finish()
+    }
+}
+
+impl BrokerHandle {
+    /// The address the listener is bound to (the real port when `listenPort` was 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `brokerIP1:port`, the address announced to name servers and written in message ids.
+    pub fn broker_addr(&self) -> String {
+        self.identity.broker_addr.clone()
+    }
+
+    /// How this broker names itself to the name servers.
+    pub fn identity(&self) -> &BrokerIdentity {
+        &self.identity
+    }
+
+    /// The shared broker state (tests and embedding binaries).
+    pub fn context(&self) -> &Arc<BrokerContext> {
+        &self.ctx
+    }
+
+    /// Registers with every name server now.
+    pub async fn register_now(&self) -> RegisterReport {
+        let report = self
+            .ctx
+            .outer_api
+            .register_broker_all(&self.identity, self.ctx.topic_config.to_register_wrapper())
+            .await;
+        log_report("broker registration", &report);
+        report
+    }
+
+    /// Shuts the broker down gracefully (see the module docs).
+    pub async fn shutdown(mut self) -> Result<(), BrokerError> {
+        tracing::info!(broker = %self.identity.broker_name, "broker shutting down");
+        if let Some(server) = &self.server {
+            server.begin_shutdown();
+        }
+        self.ctx.pull_hold.answer_all_now();
+        self.ctx.shutdown.cancel();
+        if let Some(server) = self.server.take() {
+            server.shutdown().await;
+        }
+        for task in self.tasks.drain(..) {
+            if let Err(e) = task.await
+                && e.is_panic()
+            {
+                tracing::error!(error = %e, "broker background task panicked");
+            }
+        }
+        let report = self
+            .ctx
+            .outer_api
+            .unregister_broker_all(&self.identity)
+            .await;
+        log_report("broker unregistration", &report);
+        self.ctx.outer_api.shutdown().await;
+
+        persist_tables(&self.ctx, true).await;
+        self.ctx.store.set_arriving_listener(None);
+        let store = Arc::clone(&self.ctx.store);
+        tokio::task::spawn_blocking(move || -> Result<(), StoreError> {
+            store.flush()?;
+            store.shutdown()
+        })
+        .await
+        .map_err(|e| BrokerError::Join(e.to_string()))??;
+        tracing::info!(broker = %self.identity.broker_name, "broker stopped");
+        Ok(())
+    }
+}

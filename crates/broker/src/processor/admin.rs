@@ -1,0 +1,581 @@
+//! Administration requests (mqadmin and dashboards): topics, subscription groups, statistics,
+//! offset reset, broker config and runtime figures.
+//!
+//! Bodies are written in fastjson's form (alphabetical keys, MessageQueue objects as map keys)
+//! because the Java and Go admin tools parse exactly that. Every change to topics or groups is
+//! persisted before the response goes out, and topic changes trigger an immediate re-registration
+//! with the name servers (through the topic manager's change signal).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use comet_protocol::RemotingCommand;
+use comet_protocol::body::{
+    Connection, ConsumeStats, ConsumerConnection, KvTable, MessageQueue, OffsetWrapper,
+    ResetOffsetBody, SubscriptionGroupConfig, TopicConfig, TopicOffset, TopicStatsTable,
+    from_fastjson, perm, to_fastjson_bytes,
+};
+use comet_protocol::code::{RequestCode, ResponseCode};
+use comet_protocol::command::COMET_VERSION;
+use comet_protocol::headers::{
+    CommandHeader, CommandHeaderExt, CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
+    ResetOffsetRequestHeader, request_with_header,
+};
+use comet_remoting::{Channel, RequestProcessor};
+use futures::future::BoxFuture;
+
+use crate::config::MAX_QUEUE_NUMS;
+use crate::context::BrokerContext;
+use crate::processor::{Rejection, error_response, header_error_response, reject};
+use crate::subscription_group::validate_group_name;
+use crate::topic_config::validate_topic_name;
+
+/// The request codes [`AdminProcessor`] answers.
+pub const ADMIN_CODES: &[RequestCode] = &[
+    RequestCode::UpdateAndCreateTopic,
+    RequestCode::DeleteTopicInBroker,
+    RequestCode::GetAllTopicConfig,
+    RequestCode::GetTopicStatsInfo,
+    RequestCode::GetConsumeStats,
+    RequestCode::UpdateAndCreateSubscriptiongroup,
+    RequestCode::DeleteSubscriptiongroup,
+    RequestCode::GetAllSubscriptiongroupConfig,
+    RequestCode::GetBrokerRuntimeInfo,
+    RequestCode::GetConsumerConnectionList,
+    RequestCode::InvokeBrokerToResetOffset,
+    RequestCode::GetBrokerConfig,
+    RequestCode::GetAllDelayOffset,
+];
+
+/// `timestamp` value of a reset request meaning "to the end of the queue".
+pub const RESET_TO_MAX_TIMESTAMP: i64 = -1;
+
+/// Handles the admin codes listed in [`ADMIN_CODES`].
+pub struct AdminProcessor {
+    ctx: Arc<BrokerContext>,
+    boot_timestamp: i64,
+}
+
+impl AdminProcessor {
+    pub fn new(ctx: Arc<BrokerContext>) -> Self {
+        AdminProcessor {
+            ctx,
+            boot_timestamp: comet_store::commit_log::now_millis(),
+        }
+    }
+}
+
+impl RequestProcessor for AdminProcessor {
+    fn process(
+        &self,
+        _channel: &Channel,
+        request: RemotingCommand,
+    ) -> BoxFuture<'static, Option<RemotingCommand>> {
+        let ctx = Arc::clone(&self.ctx);
+        let boot = self.boot_timestamp;
+        Box::pin(async move {
+            let response = match RequestCode::from(request.code) {
+                RequestCode::UpdateAndCreateTopic => update_and_create_topic(&ctx, &request),
+                RequestCode::DeleteTopicInBroker => delete_topic(&ctx, &request),
+                RequestCode::GetAllTopicConfig => json_body(&ctx.topic_config.wrapper()),
+                RequestCode::GetTopicStatsInfo => topic_stats(&ctx, &request),
+                RequestCode::GetConsumeStats => consume_stats(&ctx, &request),
+                RequestCode::UpdateAndCreateSubscriptiongroup => update_group(&ctx, &request),
+                RequestCode::DeleteSubscriptiongroup => delete_group(&ctx, &request),
+                RequestCode::GetAllSubscriptiongroupConfig => {
+                    json_body(&ctx.subscription_groups.snapshot())
+                }
+                RequestCode::GetBrokerRuntimeInfo => runtime_info(&ctx, boot),
+                RequestCode::GetConsumerConnectionList => consumer_connections(&ctx, &request),
+                RequestCode::InvokeBrokerToResetOffset => reset_offset(&ctx, &request).await,
+                RequestCode::GetBrokerConfig => broker_config(&ctx),
+                RequestCode::GetAllDelayOffset => match ctx.schedule.encode() {
+                    Ok(text) => success().with_body(text.into_bytes()),
+                    Err(e) => error_response(ResponseCode::SystemError, e.to_string()),
+                },
+                other => error_response(
+                    ResponseCode::RequestCodeNotSupported,
+                    format!("request type {} not supported", other.code()),
+                ),
+            };
+            Some(response)
+        })
+    }
+}
+
+fn success() -> RemotingCommand {
+    RemotingCommand::response(ResponseCode::Success, None)
+}
+
+fn json_body<T: serde::Serialize>(value: &T) -> RemotingCommand {
+    match to_fastjson_bytes(value) {
+        Ok(body) => success().with_body(body),
+        Err(e) => error_response(
+            ResponseCode::SystemError,
+            format!("encoding the body failed: {e}"),
+        ),
+    }
+}
+
+fn decode<H: CommandHeader>(request: &RemotingCommand) -> Result<H, Rejection> {
+    request
+        .decode_header::<H>()
+        .map_err(|e| Box::new(header_error_response(&e)))
+}
+
+/// Applies 5.x attribute changes (`+key=value` adds or sets, `-key` removes), comma-separated.
+fn apply_attributes(
+    attributes: &mut HashMap<String, String>,
+    changes: &str,
+) -> Result<(), Rejection> {
+    for change in changes.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        if let Some(kv) = change.strip_prefix('+') {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(reject(
+                    ResponseCode::InvalidParameter,
+                    format!("attributes: {change:?} is not +key=value"),
+                ));
+            };
+            attributes.insert(k.trim().to_owned(), v.trim().to_owned());
+        } else if let Some(k) = change.strip_prefix('-') {
+            attributes.remove(k.trim());
+        } else {
+            return Err(reject(
+                ResponseCode::InvalidParameter,
+                format!("attributes: {change:?} must start with + or -"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
+    let header: CreateTopicRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(rsp) => return *rsp,
+    };
+    let topic = header.topic.as_str();
+    if let Err(e) = validate_topic_name(topic) {
+        return error_response(ResponseCode::InvalidParameter, e.to_string());
+    }
+    if ctx.topic_config.is_system_topic(topic) {
+        return error_response(
+            ResponseCode::InvalidParameter,
+            format!("The topic[{topic}] is conflict with system topic."),
+        );
+    }
+    for (key, n) in [
+        ("readQueueNums", header.read_queue_nums),
+        ("writeQueueNums", header.write_queue_nums),
+    ] {
+        if !(1..=MAX_QUEUE_NUMS).contains(&n) {
+            return error_response(
+                ResponseCode::InvalidParameter,
+                format!("{key} {n} is out of range 1..={MAX_QUEUE_NUMS}"),
+            );
+        }
+    }
+    if !(0..=perm::PERM_PRIORITY | perm::PERM_READ_WRITE | perm::PERM_INHERIT)
+        .contains(&header.perm)
+    {
+        return error_response(
+            ResponseCode::InvalidParameter,
+            format!("perm {} is not a permission bit set", header.perm),
+        );
+    }
+    let mut config = ctx
+        .topic_config
+        .select(topic)
+        .unwrap_or_else(|| TopicConfig::new(topic));
+    config.read_queue_nums = header.read_queue_nums;
+    config.write_queue_nums = header.write_queue_nums;
+    config.perm = header.perm;
+    config.topic_filter_type = header.topic_filter_type;
+    config.topic_sys_flag = header.topic_sys_flag.unwrap_or(0);
+    config.order = header.order;
+    if let Some(changes) = header.attributes.as_deref()
+        && let Err(rsp) = apply_attributes(&mut config.attributes, changes)
+    {
+        return *rsp;
+    }
+    ctx.topic_config.update(config);
+    success()
+}
+
+fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
+    let header: DeleteTopicRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(rsp) => return *rsp,
+    };
+    let topic = header.topic.as_str();
+    if let Err(e) = validate_topic_name(topic) {
+        return error_response(ResponseCode::InvalidParameter, e.to_string());
+    }
+    if ctx.topic_config.is_system_topic(topic) {
+        return error_response(
+            ResponseCode::InvalidParameter,
+            format!("The topic[{topic}] is a system topic and cannot be deleted."),
+        );
+    }
+    ctx.topic_config.delete(topic);
+    ctx.consumer_offsets.remove_topic(topic);
+    if let Err(e) = ctx.store.delete_topics(&[topic]) {
+        tracing::error!(topic, error = %e, "deleting the topic's consume queues failed");
+        return error_response(
+            ResponseCode::SystemError,
+            format!("deleting the consume queues of topic[{topic}] failed: {e}"),
+        );
+    }
+    success()
+}
+
+fn topic_stats(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
+    let header: GetTopicStatsInfoRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(rsp) => return *rsp,
+    };
+    let topic = header.topic.as_str();
+    let Some(config) = ctx.topic_config.select(topic) else {
+        return error_response(
+            ResponseCode::TopicNotExist,
+            format!("topic[{topic}] not exist"),
+        );
+    };
+    let mut table = TopicStatsTable::default();
+    for queue_id in 0..config.write_queue_nums {
+        let min_offset = ctx.store.get_min_offset_in_queue(topic, queue_id).max(0);
+        let max_offset = ctx.store.get_max_offset_in_queue(topic, queue_id).max(0);
+        let last_update_timestamp = if max_offset > 0 {
+            ctx.store
+                .get_message_store_timestamp(topic, queue_id, max_offset - 1)
+                .max(0)
+        } else {
+            0
+        };
+        table.offset_table.insert(
+            MessageQueue::new(topic, ctx.config.broker_name.clone(), queue_id),
+            TopicOffset {
+                min_offset,
+                max_offset,
+                last_update_timestamp,
+            },
+        );
+    }
+    json_body(&table)
+}
+
+fn consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
+    let header: GetConsumeStatsRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(rsp) => return *rsp,
+    };
+    let group = header.consumer_group.as_str();
+    let topics: Vec<String> = match (&header.topic, &header.topic_list) {
+        (Some(t), _) if !t.is_empty() => vec![t.clone()],
+        (_, Some(list)) if !list.is_empty() => list
+            .split(';')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        _ => ctx.consumer_offsets.topics_of_group(group),
+    };
+    let mut stats = ConsumeStats::default();
+    for topic in &topics {
+        let Some(config) = ctx.topic_config.select(topic) else {
+            return error_response(
+                ResponseCode::TopicNotExist,
+                format!("topic[{topic}] not exist"),
+            );
+        };
+        let has_offsets = !ctx.consumer_offsets.query_offsets(group, topic).is_empty();
+        let subscribed = ctx.consumers.subscription(group, topic).is_some();
+        if !has_offsets && !subscribed {
+            continue;
+        }
+        for queue_id in 0..config.read_queue_nums {
+            let broker_offset = ctx.store.get_max_offset_in_queue(topic, queue_id).max(0);
+            let consumer_offset = ctx
+                .consumer_offsets
+                .query_offset(group, topic, queue_id)
+                .max(0);
+            let last_timestamp = if consumer_offset > 0 {
+                ctx.store
+                    .get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
+                    .max(0)
+            } else {
+                0
+            };
+            stats.offset_table.insert(
+                MessageQueue::new(topic.as_str(), ctx.config.broker_name.clone(), queue_id),
+                OffsetWrapper {
+                    broker_offset,
+                    consumer_offset,
+                    pull_offset: consumer_offset,
+                    last_timestamp,
+                },
+            );
+        }
+    }
+    json_body(&stats)
+}
+
+fn update_group(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
+    let Some(body) = request.body.as_deref() else {
+        return error_response(
+            ResponseCode::SystemError,
+            "bad request body: a SubscriptionGroupConfig JSON body is required",
+        );
+    };
+    let config: SubscriptionGroupConfig = match from_fastjson(body) {
+        Ok(c) => c,
+        Err(e) => {
+            return error_response(
+                ResponseCode::SystemError,
+                format!("bad request body: SubscriptionGroupConfig: {e}"),
+            );
+        }
+    };
+    if let Err(e) = validate_group_name(&config.group_name) {
+        return error_response(ResponseCode::InvalidParameter, format!("groupName: {e}"));
+    }
+    if config.retry_queue_nums < 0 || config.retry_queue_nums > MAX_QUEUE_NUMS {
+        return error_response(
+            ResponseCode::InvalidParameter,
+            format!(
+                "retryQueueNums {} is out of range 0..={MAX_QUEUE_NUMS}",
+                config.retry_queue_nums
+            ),
+        );
+    }
+    ctx.subscription_groups.update(config);
+    success()
+}
+
+fn delete_group(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
+    let header: DeleteSubscriptionGroupRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(rsp) => return *rsp,
+    };
+    ctx.subscription_groups.delete(&header.group_name);
+    if header.clean_offset.unwrap_or(false) {
+        ctx.consumer_offsets.remove_group(&header.group_name);
+    }
+    success()
+}
+
+fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
+    let s = ctx.store.stats();
+    let now = comet_store::commit_log::now_millis();
+    let mut table: HashMap<String, String> = HashMap::new();
+    let mut put = |k: &str, v: String| {
+        table.insert(k.to_owned(), v);
+    };
+    put("brokerVersion", COMET_VERSION.to_string());
+    put(
+        "brokerVersionDesc",
+        format!("Comet {}", env!("CARGO_PKG_VERSION")),
+    );
+    put("brokerName", ctx.config.broker_name.clone());
+    put("clusterName", ctx.config.broker_cluster_name.clone());
+    put("brokerAddr", ctx.broker_addr());
+    put("bootTimestamp", boot_timestamp.to_string());
+    put(
+        "runtime",
+        format!("{} ms", now.saturating_sub(boot_timestamp)),
+    );
+    put("commitLogMinOffset", s.commit_log_min_offset.to_string());
+    put("commitLogMaxOffset", s.commit_log_max_offset.to_string());
+    put(
+        "commitLogFlushedOffset",
+        s.commit_log_flushed_offset.to_string(),
+    );
+    put("dispatchBehindBytes", s.dispatch_behind_bytes.to_string());
+    put(
+        "putMessageTimesTotal",
+        s.put_message_times_total.to_string(),
+    );
+    put("putMessageSizeTotal", s.put_message_size_total.to_string());
+    put(
+        "putMessageFailedTimes",
+        s.put_message_failed_times.to_string(),
+    );
+    put(
+        "putMessageFlushTimeouts",
+        s.put_message_flush_timeouts.to_string(),
+    );
+    put("getFoundTimes", s.get_message_times_found.to_string());
+    put("getMissTimes", s.get_message_times_miss.to_string());
+    put(
+        "getTransferedTimes",
+        s.get_message_transferred_msg_count.to_string(),
+    );
+    put("dispatchedRecords", s.dispatched_records.to_string());
+    put("diskFull", ctx.store.is_disk_full().to_string());
+    put("topicCount", ctx.topic_config.len().to_string());
+    put(
+        "subscriptionGroupCount",
+        ctx.subscription_groups.all().len().to_string(),
+    );
+    put(
+        "onlineConsumerGroupCount",
+        ctx.consumers.groups().len().to_string(),
+    );
+    for level in 1..=ctx.schedule.max_delay_level() {
+        let delivered = ctx.schedule.offset(level);
+        let max = ctx
+            .store
+            .get_max_offset_in_queue(crate::topic_config::SCHEDULE_TOPIC, level - 1);
+        put(
+            &format!("scheduleMessageOffset_{level}"),
+            format!("{delivered},{max}"),
+        );
+    }
+    json_body(&KvTable { table })
+}
+
+fn consumer_connections(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
+    let header: GetConsumerConnectionListRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(rsp) => return *rsp,
+    };
+    let group = header.consumer_group.as_str();
+    let Some(info) = ctx.consumers.group_info(group) else {
+        return error_response(
+            ResponseCode::ConsumerNotOnline,
+            format!("the consumer group[{group}] not online"),
+        );
+    };
+    let connection_set = info
+        .channels()
+        .map(|c| Connection {
+            client_id: c.client_id.clone(),
+            client_addr: c.channel.remote_addr().to_string(),
+            language: c.language.name().to_owned(),
+            version: c.version,
+        })
+        .collect();
+    let body = ConsumerConnection {
+        connection_set,
+        subscription_table: info.subscriptions().clone(),
+        consume_type: Some(info.consume_type),
+        message_model: Some(info.message_model),
+        consume_from_where: Some(info.consume_from_where),
+    };
+    json_body(&body)
+}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET: computes each queue's offset for the timestamp, stores it as the
+/// group's committed offset (so consumers that start later begin there too) and tells every
+/// online consumer of the group with RESET_CONSUMER_CLIENT_OFFSET.
+async fn reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
+    let header: ResetOffsetRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(rsp) => return *rsp,
+    };
+    let topic = header.topic.as_str();
+    let group = header.group.as_str();
+    let Some(config) = ctx.topic_config.select(topic) else {
+        return error_response(
+            ResponseCode::TopicNotExist,
+            format!("topic[{topic}] not exist"),
+        );
+    };
+    let queues: Vec<i32> = match header.queue_id_or_all() {
+        q if q < 0 => (0..config.read_queue_nums).collect(),
+        q if q < config.read_queue_nums => vec![q],
+        q => {
+            return error_response(
+                ResponseCode::InvalidParameter,
+                format!(
+                    "queueId {q} is illegal for topic[{topic}] with {} queues",
+                    config.read_queue_nums
+                ),
+            );
+        }
+    };
+    let mut body = ResetOffsetBody::default();
+    for queue_id in queues {
+        let target = match header.offset {
+            Some(offset) if offset >= 0 => offset,
+            _ if header.timestamp == RESET_TO_MAX_TIMESTAMP => {
+                ctx.store.get_max_offset_in_queue(topic, queue_id)
+            }
+            _ => ctx
+                .store
+                .get_offset_in_queue_by_time(topic, queue_id, header.timestamp),
+        };
+        let current = ctx.consumer_offsets.query_offset(group, topic, queue_id);
+        let offset = if header.is_force || current < 0 || target < current {
+            target
+        } else {
+            current
+        };
+        ctx.consumer_offsets
+            .commit_offset("ResetOffset", group, topic, queue_id, offset);
+        body.offset_table.insert(
+            MessageQueue::new(topic, ctx.config.broker_name.clone(), queue_id),
+            offset,
+        );
+    }
+    let payload = match to_fastjson_bytes(&body) {
+        Ok(b) => bytes::Bytes::from(b),
+        Err(e) => return error_response(ResponseCode::SystemError, e.to_string()),
+    };
+    if let Some(info) = ctx.consumers.group_info(group) {
+        let notify_header = ResetOffsetRequestHeader {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            queue_id: None,
+            offset: None,
+            timestamp: header.timestamp,
+            is_force: header.is_force,
+            rpc: Default::default(),
+        };
+        let notify = request_with_header(RequestCode::ResetConsumerClientOffset, &notify_header)
+            .with_body(payload.clone());
+        for channel in info.all_channels() {
+            if let Err(e) = channel.invoke_oneway(notify.clone()).await {
+                tracing::warn!(group, peer = %channel.remote_addr(), error = %e,
+                    "RESET_CONSUMER_CLIENT_OFFSET could not be sent");
+            }
+        }
+    }
+    tracing::info!(
+        group,
+        topic,
+        timestamp = header.timestamp,
+        force = header.is_force,
+        "consumer offsets reset"
+    );
+    success().with_body(payload)
+}
+
+fn broker_config(ctx: &BrokerContext) -> RemotingCommand {
+    let mut response = success().with_body(ctx.config.to_properties().into_bytes());
+    let version =
+        comet_protocol::body::to_fastjson(&ctx.topic_config.data_version()).unwrap_or_default();
+    response.ext_mut().insert("version", version);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_changes() {
+        let mut attrs = HashMap::new();
+        apply_attributes(&mut attrs, "+message.type=NORMAL, +x=1").unwrap();
+        assert_eq!(
+            attrs.get("message.type").map(String::as_str),
+            Some("NORMAL")
+        );
+        apply_attributes(&mut attrs, "-x").unwrap();
+        assert!(!attrs.contains_key("x"));
+        assert!(apply_attributes(&mut attrs, "+novalue").is_err());
+        assert!(apply_attributes(&mut attrs, "bare").is_err());
+    }
+}

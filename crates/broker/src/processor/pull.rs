@@ -1,0 +1,384 @@
+//! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): reading a queue.
+//!
+//! The checks run in RocketMQ's order, because clients react to the exact response code: broker
+//! read permission, subscription group (SUBSCRIPTION_GROUP_NOT_EXIST / consumeEnable), topic
+//! (TOPIC_NOT_EXIST / read permission / queue id), then the subscription — from the request when
+//! the SUBSCRIPTION bit is set, otherwise from the group's heartbeat (SUBSCRIPTION_NOT_EXIST,
+//! SUBSCRIPTION_NOT_LATEST, broadcast permission). The store result maps to a response code by the
+//! table of fact sheet §7; the response header always carries the queue's bounds and the next
+//! offset, and the remark is the store status name.
+//!
+//! A pull that finds nothing new (PULL_NOT_FOUND) with the SUSPEND bit is held by the
+//! [`PullRequestHoldService`](crate::long_polling::PullRequestHoldService) instead of being
+//! answered; a held pull re-enters [`process_pull`] with `allow_suspend = false`, which also keeps
+//! it from committing its offset a second time.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use comet_protocol::RemotingCommand;
+use comet_protocol::body::SubscriptionData;
+use comet_protocol::body::heartbeat::EXPRESSION_TYPE_TAG;
+use comet_protocol::body::{MessageModel, perm};
+use comet_protocol::code::ResponseCode;
+use comet_protocol::headers::{
+    CommandHeaderExt, PullMessageRequestHeader, PullMessageResponseHeader,
+};
+use comet_remoting::{Channel, RequestProcessor};
+use comet_store::message_store::MAX_PULL_MSG_SIZE;
+use comet_store::{GetMessageResult, GetMessageStatus};
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::context::BrokerContext;
+use crate::filter::{TagFilter, is_tag_type};
+use crate::long_polling::HeldPull;
+use crate::processor::consume::{bad_request, client_host, error_response};
+
+/// Broker id consumers are told to pull from: always the master. Comet runs no slaves, and a
+/// RocketMQ broker without `slaveReadEnable` answers the same.
+pub const MASTER_ID: i64 = 0;
+
+/// Handles PULL_MESSAGE and LITE_PULL_MESSAGE.
+#[derive(Debug)]
+pub struct PullMessageProcessor {
+    ctx: Arc<BrokerContext>,
+}
+
+impl PullMessageProcessor {
+    pub fn new(ctx: Arc<BrokerContext>) -> Self {
+        Self { ctx }
+    }
+}
+
+impl RequestProcessor for PullMessageProcessor {
+    fn process(
+        &self,
+        channel: &Channel,
+        request: RemotingCommand,
+    ) -> BoxFuture<'static, Option<RemotingCommand>> {
+        let response = process_pull(&self.ctx, channel, &request, true);
+        Box::pin(async move { response })
+    }
+}
+
+/// RocketMQ's name of a store status (the pull response's remark).
+pub fn status_name(status: GetMessageStatus) -> &'static str {
+    match status {
+        GetMessageStatus::Found => "FOUND",
+        GetMessageStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+        GetMessageStatus::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+        GetMessageStatus::OffsetFoundNull => "OFFSET_FOUND_NULL",
+        GetMessageStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+        GetMessageStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+        GetMessageStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+        GetMessageStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+        GetMessageStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+    }
+}
+
+/// The response code of a store status (fact sheet §7). `request_offset` matters for an empty
+/// queue: pulling it from 0 is "nothing yet", from anywhere else the offset is wrong.
+pub fn response_code(status: GetMessageStatus, request_offset: i64) -> ResponseCode {
+    match status {
+        GetMessageStatus::Found => ResponseCode::Success,
+        GetMessageStatus::NoMatchedMessage | GetMessageStatus::MessageWasRemoving => {
+            ResponseCode::PullRetryImmediately
+        }
+        GetMessageStatus::NoMatchedLogicQueue | GetMessageStatus::NoMessageInQueue => {
+            if request_offset != 0 {
+                ResponseCode::PullOffsetMoved
+            } else {
+                ResponseCode::PullNotFound
+            }
+        }
+        GetMessageStatus::OffsetFoundNull | GetMessageStatus::OffsetOverflowOne => {
+            ResponseCode::PullNotFound
+        }
+        GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => {
+            ResponseCode::PullOffsetMoved
+        }
+    }
+}
+
+/// Runs one pull. `None` means the pull is held (answered later by the hold service); that only
+/// happens with `allow_suspend`, which is also what marks a first attempt (commit allowed).
+pub fn process_pull(
+    ctx: &Arc<BrokerContext>,
+    channel: &Channel,
+    request: &RemotingCommand,
+    allow_suspend: bool,
+) -> Option<RemotingCommand> {
+    let header: PullMessageRequestHeader = match request.decode_header() {
+        Ok(h) => h,
+        Err(e) => return Some(bad_request(&e)),
+    };
+    let topic = header.topic.as_str();
+    let group = header.consumer_group.as_str();
+
+    if !perm::is_readable(ctx.config.broker_permission) {
+        return Some(error_response(
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] pulling message is forbidden",
+                ctx.store_host.ip()
+            ),
+        ));
+    }
+    let Some(group_config) = ctx.subscription_groups.find_or_create(group) else {
+        return Some(error_response(
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group [{group}] does not exist"),
+        ));
+    };
+    if !group_config.consume_enable {
+        return Some(error_response(
+            ResponseCode::NoPermission,
+            format!("subscription group no permission, {group}"),
+        ));
+    }
+    let Some(topic_config) = ctx.topic_config.select(topic) else {
+        return Some(error_response(
+            ResponseCode::TopicNotExist,
+            format!("topic[{topic}] not exist, apply first please!"),
+        ));
+    };
+    if !perm::is_readable(topic_config.perm) {
+        return Some(error_response(
+            ResponseCode::NoPermission,
+            format!("the topic[{topic}] pulling message is forbidden"),
+        ));
+    }
+    if header.queue_id < 0 || header.queue_id >= topic_config.read_queue_nums {
+        return Some(error_response(
+            ResponseCode::SystemError,
+            format!(
+                "queueId[{}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}] consumer:[{}]",
+                header.queue_id,
+                topic_config.read_queue_nums,
+                client_host(channel)
+            ),
+        ));
+    }
+
+    let subscription =
+        match resolve_subscription(ctx, &header, group_config.consume_broadcast_enable) {
+            Ok(s) => s,
+            Err(response) => return Some(*response),
+        };
+    if !is_tag_type(Some(subscription.expression_type.as_str())) {
+        return Some(error_response(
+            ResponseCode::SystemError,
+            format!(
+                "The broker does not support consumer to filter message by {}",
+                subscription.expression_type
+            ),
+        ));
+    }
+    let filter = TagFilter::new(&subscription);
+
+    let max_bytes = header
+        .max_msg_bytes
+        .and_then(|b| usize::try_from(b).ok())
+        .filter(|b| *b > 0)
+        .unwrap_or(MAX_PULL_MSG_SIZE);
+    let max_nums = usize::try_from(header.max_msg_nums).unwrap_or(0);
+    let result = ctx.store.get_message(
+        group,
+        topic,
+        header.queue_id,
+        header.queue_offset,
+        max_nums,
+        max_bytes,
+        Some(&filter),
+    );
+    let code = response_code(result.status, header.queue_offset);
+    let response = build_response(code, &result);
+
+    if allow_suspend && header.has_commit_offset() {
+        ctx.consumer_offsets.commit_offset(
+            client_host(channel),
+            group,
+            topic,
+            header.queue_id,
+            header.commit_offset,
+        );
+    }
+
+    if code == ResponseCode::PullNotFound && allow_suspend && header.has_suspend() {
+        let held = HeldPull {
+            request: request.clone(),
+            channel: channel.clone(),
+            pull_from_offset: header.queue_offset,
+            filter,
+            suspended_at: Instant::now(),
+            hold_time: ctx.pull_hold.hold_time(header.suspend_timeout_millis),
+        };
+        ctx.pull_hold.bind(ctx);
+        match ctx.pull_hold.hold(topic, header.queue_id, held) {
+            Ok(()) => {
+                // A message may have been dispatched between the read above and the hold: its
+                // wake-up found nothing to wake. Re-check so it is not left to the timer.
+                let max = ctx.store.get_max_offset_in_queue(topic, header.queue_id);
+                if max > header.queue_offset {
+                    ctx.pull_hold
+                        .notify_message_arriving(topic, header.queue_id, max, None);
+                }
+                return None;
+            }
+            Err(_) => {
+                tracing::debug!(
+                    topic,
+                    queue_id = header.queue_id,
+                    "hold table full; answering now"
+                );
+            }
+        }
+    }
+    Some(response)
+}
+
+/// The subscription the pull filters with.
+fn resolve_subscription(
+    ctx: &BrokerContext,
+    header: &PullMessageRequestHeader,
+    consume_broadcast_enable: bool,
+) -> Result<SubscriptionData, Box<RemotingCommand>> {
+    let group = header.consumer_group.as_str();
+    let topic = header.topic.as_str();
+    if header.has_subscription() {
+        let expression = header.subscription.as_deref().unwrap_or("*");
+        let mut data = SubscriptionData::from_tag_expression(topic, expression, header.sub_version);
+        data.expression_type = header
+            .expression_type
+            .clone()
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| EXPRESSION_TYPE_TAG.to_owned());
+        return Ok(data);
+    }
+    let Some(info) = ctx.consumers.group_info(group) else {
+        return Err(Box::new(error_response(
+            ResponseCode::SubscriptionNotExist,
+            format!("the consumer's group info not exist, group: {group}"),
+        )));
+    };
+    if !consume_broadcast_enable && info.message_model == MessageModel::Broadcasting {
+        return Err(Box::new(error_response(
+            ResponseCode::NoPermission,
+            format!("the consumer group[{group}] can not consume by broadcast way"),
+        )));
+    }
+    let Some(data) = info.subscription(topic).cloned() else {
+        return Err(Box::new(error_response(
+            ResponseCode::SubscriptionNotExist,
+            format!("the consumer's subscription not exist, group: {group}, topic: {topic}"),
+        )));
+    };
+    if data.sub_version < header.sub_version {
+        return Err(Box::new(error_response(
+            ResponseCode::SubscriptionNotLatest,
+            format!(
+                "the consumer's subscription not latest, group: {group}, topic: {topic}, stored version {} < {}",
+                data.sub_version, header.sub_version
+            ),
+        )));
+    }
+    Ok(data)
+}
+
+/// The pull response: header with the queue bounds, remark = status name, body = records.
+fn build_response(code: ResponseCode, result: &GetMessageResult) -> RemotingCommand {
+    let header = PullMessageResponseHeader {
+        suggest_which_broker_id: MASTER_ID,
+        next_begin_offset: result.next_begin_offset,
+        min_offset: result.min_offset,
+        max_offset: result.max_offset,
+        ..Default::default()
+    };
+    let mut response = RemotingCommand::response(code, Some(status_name(result.status).to_owned()));
+    response.encode_header(&header);
+    if code == ResponseCode::Success {
+        response.body = concat_records(&result.messages);
+    }
+    response
+}
+
+/// The records as one body; a single record is passed through without copying.
+fn concat_records(records: &[Bytes]) -> Option<Bytes> {
+    match records {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => {
+            let total = many.iter().map(Bytes::len).sum();
+            let mut body = BytesMut::with_capacity(total);
+            for record in many {
+                body.extend_from_slice(record);
+            }
+            Some(body.freeze())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_to_code_follows_the_fact_sheet() {
+        use GetMessageStatus::*;
+        assert_eq!(response_code(Found, 5), ResponseCode::Success);
+        assert_eq!(
+            response_code(NoMatchedMessage, 5),
+            ResponseCode::PullRetryImmediately
+        );
+        assert_eq!(
+            response_code(MessageWasRemoving, 5),
+            ResponseCode::PullRetryImmediately
+        );
+        assert_eq!(
+            response_code(NoMessageInQueue, 0),
+            ResponseCode::PullNotFound
+        );
+        assert_eq!(
+            response_code(NoMessageInQueue, 3),
+            ResponseCode::PullOffsetMoved
+        );
+        assert_eq!(
+            response_code(NoMatchedLogicQueue, 0),
+            ResponseCode::PullNotFound
+        );
+        assert_eq!(
+            response_code(NoMatchedLogicQueue, 1),
+            ResponseCode::PullOffsetMoved
+        );
+        assert_eq!(
+            response_code(OffsetTooSmall, 0),
+            ResponseCode::PullOffsetMoved
+        );
+        assert_eq!(
+            response_code(OffsetOverflowOne, 9),
+            ResponseCode::PullNotFound
+        );
+        assert_eq!(
+            response_code(OffsetOverflowBadly, 9),
+            ResponseCode::PullOffsetMoved
+        );
+        assert_eq!(
+            response_code(OffsetFoundNull, 9),
+            ResponseCode::PullNotFound
+        );
+        assert_eq!(status_name(OffsetOverflowOne), "OFFSET_OVERFLOW_ONE");
+    }
+
+    #[test]
+    fn records_are_concatenated_once() {
+        assert_eq!(concat_records(&[]), None);
+        let one = Bytes::from_static(b"abc");
+        assert_eq!(
+            concat_records(std::slice::from_ref(&one)),
+            Some(one.clone())
+        );
+        let two = [one.clone(), Bytes::from_static(b"de")];
+        assert_eq!(concat_records(&two).as_deref(), Some(&b"abcde"[..]));
+    }
+}

@@ -1,0 +1,612 @@
+//! SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+//!
+//! The checks run in RocketMQ's order, so a client sees the same code and a remark of the same
+//! meaning as from a Java broker: header decoding (V1 keys for 10, V2 keys for 310/320; batch or
+//! single decided by the `batch`/`m` flag), broker write permission, topic name, send-forbidden
+//! system topics, topic lookup with auto-creation from the `defaultTopic` template, queue id,
+//! topic write permission, then retry-topic rules (a `%RETRY%group` message that exhausted its
+//! reconsume budget goes to `%DLQ%group`), then message size and properties size.
+//!
+//! The response is written only after the store acknowledged the message — under SYNC_FLUSH that
+//! is after the msync — so "SEND_OK" always means "durable as configured". A oneway send is
+//! stored the same way and not answered (the transport drops the response).
+//!
+//! [`put_message`] is also the store entry for the broker's own re-puts (send-back, DLQ, delay
+//! delivery): it applies the delay-level rewrite (DELAY ≥ 1 → `SCHEDULE_TOPIC_XXXX`, queue
+//! `level − 1`, REAL_TOPIC/REAL_QID saved), after which the store gives the ConsumeQueue unit the
+//! delivery time as tags code.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use comet_protocol::body::{TopicConfig, TopicFilterType, perm};
+use comet_protocol::code::{RequestCode, ResponseCode};
+use comet_protocol::headers::{SendMessageRequestHeader, SendMessageResponseHeader};
+use comet_protocol::limits::MAX_PROPERTIES_LEN;
+use comet_protocol::message::id::UniqIdGenerator;
+use comet_protocol::message::properties::keys;
+use comet_protocol::message::{MessageExt, Properties, sysflag};
+use comet_protocol::{ProtocolError, RemotingCommand};
+use comet_remoting::{Channel, RequestProcessor};
+use comet_store::{MessageExtBatch, PutMessageResult, PutMessageStatus};
+use futures::future::BoxFuture;
+
+use crate::context::BrokerContext;
+use crate::processor::{Rejection, error_response, reject};
+use crate::topic_config::{
+    DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, dlq_topic,
+    is_not_allowed_send_topic, validate_topic_name,
+};
+
+/// Request version from which the header's `maxReconsumeTimes` overrides the group's
+/// `retryMaxTimes` (`MQVersion.V3_4_9`).
+pub const MAX_RECONSUME_TIMES_MIN_VERSION: i32 = 121;
+/// Queues of a dead-letter topic.
+pub const DLQ_NUMS_PER_GROUP: i32 = 1;
+/// TopicConfig `topicSysFlag` bit of a unit topic.
+pub const TOPIC_SYS_FLAG_UNIT: i32 = 0x1;
+
+/// Handles the three send codes.
+pub struct SendMessageProcessor {
+    ctx: Arc<BrokerContext>,
+    uniq_ids: Arc<UniqIdGenerator>,
+}
+
+impl SendMessageProcessor {
+    pub fn new(ctx: Arc<BrokerContext>) -> Self {
+        let uniq_ids = Arc::new(UniqIdGenerator::with_ip(ctx.store_host.ip()));
+        SendMessageProcessor { ctx, uniq_ids }
+    }
+}
+
+impl RequestProcessor for SendMessageProcessor {
+    fn process(
+        &self,
+        channel: &Channel,
+        request: RemotingCommand,
+    ) -> BoxFuture<'static, Option<RemotingCommand>> {
+        let ctx = Arc::clone(&self.ctx);
+        let uniq_ids = Arc::clone(&self.uniq_ids);
+        let peer = channel.remote_addr();
+        Box::pin(async move {
+            let mut response = handle_send(&ctx, &uniq_ids, peer, &request).await;
+            // The Java client reads both keys unconditionally on some codes; always send them.
+            let ext = response.ext_mut();
+            if !ext.contains_key("MSG_REGION") {
+                ext.insert("MSG_REGION", ctx.config.region_id.clone());
+            }
+            if !ext.contains_key("TRACE_ON") {
+                ext.insert("TRACE_ON", ctx.config.trace_on.to_string());
+            }
+            Some(response)
+        })
+    }
+}
+
+/// The V1 name of a V2 header key, for remarks a human can act on.
+fn v1_field_name(key: &str) -> &str {
+    match key {
+        "a" => "producerGroup",
+        "b" => "topic",
+        "c" => "defaultTopic",
+        "d" => "defaultTopicQueueNums",
+        "e" => "queueId",
+        "f" => "sysFlag",
+        "g" => "bornTimestamp",
+        "h" => "flag",
+        "i" => "properties",
+        "j" => "reconsumeTimes",
+        "k" => "unitMode",
+        "l" => "maxReconsumeTimes",
+        "m" => "batch",
+        "n" => "brokerName",
+        other => other,
+    }
+}
+
+fn header_error(code: i32, err: &ProtocolError) -> RemotingCommand {
+    let v2 = code != RequestCode::SendMessage.code();
+    let remark = match err {
+        ProtocolError::MissingField(key) if v2 => {
+            format!(
+                "bad send header: field `{key}` ({}) is missing",
+                v1_field_name(key)
+            )
+        }
+        ProtocolError::MalformedField { field, value } if v2 => format!(
+            "bad send header: field `{field}` ({}) has malformed value {value:?}",
+            v1_field_name(field)
+        ),
+        other => format!("bad send header: {other}"),
+    };
+    error_response(ResponseCode::SystemError, remark)
+}
+
+/// A random queue below `n` (a producer that sent `queueId < 0`).
+fn random_queue(n: i32) -> i32 {
+    use std::hash::{BuildHasher, Hasher};
+    if n <= 1 {
+        return 0;
+    }
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_i64(comet_store::commit_log::now_millis());
+    i32::try_from(h.finish() % u64::from(n.unsigned_abs())).unwrap_or(0)
+}
+
+async fn handle_send(
+    ctx: &BrokerContext,
+    uniq_ids: &UniqIdGenerator,
+    peer: SocketAddr,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let empty = comet_protocol::ExtFields::new();
+    let ext = request.ext_fields.as_ref().unwrap_or(&empty);
+    let header = match SendMessageRequestHeader::decode_for_code(request.code, ext) {
+        Ok(h) => h,
+        Err(e) => return header_error(request.code, &e),
+    };
+    let (topic_config, queue_id) = match check_topic_and_queue(ctx, &header, peer) {
+        Ok(v) => v,
+        Err(rsp) => return *rsp,
+    };
+    if header.is_batch() {
+        send_batch(ctx, &header, topic_config, queue_id, peer, request).await
+    } else {
+        send_single(
+            ctx,
+            uniq_ids,
+            &header,
+            topic_config,
+            queue_id,
+            peer,
+            request,
+        )
+        .await
+    }
+}
+
+/// RocketMQ's `msgCheck`: permission, topic name, topic existence (auto-creating it), queue id.
+/// Returns the topic config and the queue to write (random if the client sent a negative one).
+fn check_topic_and_queue(
+    ctx: &BrokerContext,
+    header: &SendMessageRequestHeader,
+    peer: SocketAddr,
+) -> Result<(TopicConfig, i32), Rejection> {
+    let config = &ctx.config;
+    let topic = header.topic.as_str();
+    if !perm::is_writeable(config.broker_permission) {
+        return Err(reject(
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] sending message is forbidden (brokerPermission={})",
+                config.broker_name, config.broker_permission
+            ),
+        ));
+    }
+    if let Err(e) = validate_topic_name(topic) {
+        return Err(reject(ResponseCode::InvalidParameter, e.to_string()));
+    }
+    if is_not_allowed_send_topic(topic) {
+        return Err(reject(
+            ResponseCode::NoPermission,
+            format!("Sending message to topic[{topic}] is forbidden."),
+        ));
+    }
+    let topic_config = match ctx.topic_config.select(topic) {
+        Some(t) => t,
+        None => {
+            let topic_sys_flag = if header.unit_mode.unwrap_or(false) {
+                TOPIC_SYS_FLAG_UNIT
+            } else {
+                0
+            };
+            let mut created = ctx.topic_config.create_topic_in_send_message_method(
+                topic,
+                &header.default_topic,
+                header.default_topic_queue_nums,
+                topic_sys_flag,
+            );
+            if created.is_none() && topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+                created = ctx.topic_config.create_topic_in_send_message_back(
+                    topic,
+                    1,
+                    perm::PERM_READ_WRITE,
+                    topic_sys_flag,
+                );
+            }
+            match created {
+                Some(t) => t,
+                None => {
+                    return Err(reject(
+                        ResponseCode::TopicNotExist,
+                        format!(
+                            "topic[{topic}] not exist, apply first please! Create it with the \
+                             UPDATE_AND_CREATE_TOPIC admin command (mqadmin updateTopic -t {topic} -c {}), \
+                             or enable autoCreateTopicEnable on broker {}",
+                            config.broker_cluster_name, config.broker_name
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+    let queue_nums = topic_config
+        .read_queue_nums
+        .max(topic_config.write_queue_nums);
+    if header.queue_id >= queue_nums {
+        return Err(reject(
+            ResponseCode::InvalidParameter,
+            format!(
+                "request queueId[{}] is illegal, topic[{topic}] has {} write / {} read queues; producer {peer}",
+                header.queue_id, topic_config.write_queue_nums, topic_config.read_queue_nums
+            ),
+        ));
+    }
+    if !perm::is_writeable(topic_config.perm) {
+        return Err(reject(
+            ResponseCode::NoPermission,
+            format!(
+                "the topic[{topic}] sending message is forbidden (perm {})",
+                perm::to_text(topic_config.perm)
+            ),
+        ));
+    }
+    let queue_id = if header.queue_id < 0 {
+        random_queue(topic_config.write_queue_nums)
+    } else {
+        header.queue_id
+    };
+    Ok((topic_config, queue_id))
+}
+
+/// The sys flag to store: the producer's bits, MULTI_TAGS for MULTI_TAG topics, and the host
+/// family bits derived from the sockets.
+fn stored_sys_flag(
+    header_flag: i32,
+    topic: &TopicConfig,
+    born: SocketAddr,
+    store: SocketAddr,
+) -> i32 {
+    let mut flag = header_flag;
+    if topic.topic_filter_type == TopicFilterType::MultiTag {
+        flag |= sysflag::MULTI_TAGS;
+    }
+    sysflag::with_host_families(flag, born.is_ipv6(), store.is_ipv6())
+}
+
+fn body_of(request: &RemotingCommand) -> Bytes {
+    request.body.clone().unwrap_or_default()
+}
+
+fn check_sizes(
+    ctx: &BrokerContext,
+    body_len: usize,
+    properties: Option<&str>,
+) -> Result<(), Rejection> {
+    if body_len > ctx.config.max_message_size {
+        return Err(reject(
+            ResponseCode::MessageIllegal,
+            format!(
+                "the message body size {body_len} is larger than maxMessageSize {}",
+                ctx.config.max_message_size
+            ),
+        ));
+    }
+    let props_len = properties.map_or(0, str::len);
+    if props_len > MAX_PROPERTIES_LEN {
+        return Err(reject(
+            ResponseCode::MessageIllegal,
+            format!(
+                "the message properties length {props_len} exceeds the limit {MAX_PROPERTIES_LEN}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn send_single(
+    ctx: &BrokerContext,
+    uniq_ids: &UniqIdGenerator,
+    header: &SendMessageRequestHeader,
+    topic_config: TopicConfig,
+    queue_id: i32,
+    peer: SocketAddr,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let body = body_of(request);
+    if let Err(rsp) = check_sizes(ctx, body.len(), header.properties.as_deref()) {
+        return *rsp;
+    }
+    let mut properties = header
+        .properties
+        .as_deref()
+        .map(Properties::parse)
+        .unwrap_or_default();
+    properties.remove_transient();
+    if properties.get(keys::TRANSACTION_PREPARED) == Some("true")
+        || sysflag::transaction_type(header.sys_flag) == sysflag::TRANSACTION_PREPARED_TYPE
+    {
+        return error_response(
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] sending transaction message is forbidden: Comet does not run the transaction service",
+                ctx.config.broker_name
+            ),
+        );
+    }
+    let mut msg = MessageExt::new(header.topic.clone(), body);
+    msg.queue_id = queue_id;
+    msg.flag = header.flag;
+    msg.born_timestamp = header.born_timestamp;
+    msg.born_host = peer;
+    msg.store_host = ctx.store_host;
+    msg.reconsume_times = header.reconsume_times.unwrap_or(0);
+    msg.sys_flag = stored_sys_flag(header.sys_flag, &topic_config, peer, ctx.store_host);
+    if properties.get(keys::UNIQ_KEY).is_none_or(str::is_empty) {
+        properties.insert(keys::UNIQ_KEY, uniq_ids.next_id());
+    }
+    properties.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
+    msg.properties = properties;
+    let response_queue_id = msg.queue_id;
+
+    if let Err(rsp) = handle_retry_and_dlq(ctx, header, request.version, &mut msg) {
+        return *rsp;
+    }
+    let uniq_key = msg.uniq_key().map(str::to_owned);
+    let result = put_message(ctx, msg).await;
+    send_response(ctx, result, response_queue_id, uniq_key)
+}
+
+/// Retry-topic rules (`handleRetryAndDLQ`): the group must exist; a message whose reconsume count
+/// exceeded the budget goes to `%DLQ%group` (created on demand, one queue).
+fn handle_retry_and_dlq(
+    ctx: &BrokerContext,
+    header: &SendMessageRequestHeader,
+    version: i32,
+    msg: &mut MessageExt,
+) -> Result<(), Rejection> {
+    let Some(group) = msg.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) else {
+        return Ok(());
+    };
+    let group = group.to_owned();
+    let Some(group_config) = ctx.subscription_groups.find_or_create(&group) else {
+        return Err(reject(
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group not exist, {group}"),
+        ));
+    };
+    let max_reconsume_times = match header.max_reconsume_times {
+        Some(max) if version >= MAX_RECONSUME_TIMES_MIN_VERSION => max,
+        _ => group_config.retry_max_times,
+    };
+    if msg.reconsume_times > max_reconsume_times {
+        let dlq = dlq_topic(&group);
+        let Some(dlq_config) = ctx.topic_config.create_topic_in_send_message_back(
+            &dlq,
+            DLQ_NUMS_PER_GROUP,
+            perm::PERM_READ_WRITE,
+            0,
+        ) else {
+            return Err(reject(
+                ResponseCode::SystemError,
+                format!("topic[{dlq}] not exist"),
+            ));
+        };
+        tracing::info!(group = %group, reconsume_times = msg.reconsume_times, max_reconsume_times,
+            "retry budget exhausted; message goes to {dlq}");
+        msg.topic = dlq;
+        msg.queue_id = random_queue(dlq_config.write_queue_nums);
+        msg.properties.remove(keys::DELAY_TIME_LEVEL);
+    }
+    Ok(())
+}
+
+async fn send_batch(
+    ctx: &BrokerContext,
+    header: &SendMessageRequestHeader,
+    topic_config: TopicConfig,
+    queue_id: i32,
+    peer: SocketAddr,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let topic = header.topic.as_str();
+    if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
+        return error_response(
+            ResponseCode::MessageIllegal,
+            format!("batch request does not support retry group {topic}"),
+        );
+    }
+    let body = body_of(request);
+    if let Err(rsp) = check_sizes(ctx, body.len(), header.properties.as_deref()) {
+        return *rsp;
+    }
+    let mut batch = match MessageExtBatch::from_body(topic, queue_id, &body, peer, ctx.store_host) {
+        Ok(b) => b,
+        Err(e) => {
+            return error_response(ResponseCode::MessageIllegal, format!("bad batch body: {e}"));
+        }
+    };
+    if batch.messages.is_empty() {
+        return error_response(ResponseCode::MessageIllegal, "bad batch body: no message");
+    }
+    for entry in &mut batch.messages {
+        entry.properties.remove_transient();
+    }
+    batch.sys_flag = stored_sys_flag(header.sys_flag, &topic_config, peer, ctx.store_host);
+    batch.born_timestamp = header.born_timestamp;
+    batch.reconsume_times = header.reconsume_times.unwrap_or(0);
+    let batch_uniq_key = header
+        .properties
+        .as_deref()
+        .map(Properties::parse)
+        .and_then(|p| p.get(keys::UNIQ_KEY).map(str::to_owned));
+    let result = ctx.store.put_messages(batch).await;
+    send_response(ctx, result, queue_id, batch_uniq_key)
+}
+
+/// Stores a message, rewriting it for the delay queue first when it carries `DELAY ≥ 1`.
+pub async fn put_message(ctx: &BrokerContext, mut msg: MessageExt) -> PutMessageResult {
+    apply_delay_level(&mut msg, ctx.schedule.max_delay_level());
+    ctx.store.put_message(msg).await
+}
+
+/// The delay-level rewrite (§6.7): a non-transactional or commit message with `DELAY ≥ 1` is
+/// parked in `SCHEDULE_TOPIC_XXXX` queue `level − 1` (level clamped to `max_level`), its real
+/// topic and queue saved in REAL_TOPIC/REAL_QID. Returns whether it was rewritten.
+pub fn apply_delay_level(msg: &mut MessageExt, max_level: i32) -> bool {
+    let tran = sysflag::transaction_type(msg.sys_flag);
+    if tran != sysflag::TRANSACTION_NOT_TYPE && tran != sysflag::TRANSACTION_COMMIT_TYPE {
+        return false;
+    }
+    let Some(level) = msg
+        .properties
+        .get(keys::DELAY_TIME_LEVEL)
+        .and_then(|l| l.trim().parse::<i32>().ok())
+    else {
+        return false;
+    };
+    if level <= 0 || max_level <= 0 {
+        return false;
+    }
+    let level = level.min(max_level);
+    msg.properties
+        .insert(keys::DELAY_TIME_LEVEL, level.to_string());
+    msg.properties.insert(keys::REAL_TOPIC, msg.topic.clone());
+    msg.properties
+        .insert(keys::REAL_QUEUE_ID, msg.queue_id.to_string());
+    msg.topic = SCHEDULE_TOPIC.to_owned();
+    msg.queue_id = level - 1;
+    true
+}
+
+/// Response code and remark for a store outcome (RocketMQ `handlePutMessageResult`).
+pub fn status_response_code(status: PutMessageStatus) -> (ResponseCode, Option<&'static str>) {
+    match status {
+        PutMessageStatus::PutOk => (ResponseCode::Success, None),
+        PutMessageStatus::FlushDiskTimeout => (ResponseCode::FlushDiskTimeout, None),
+        PutMessageStatus::FlushSlaveTimeout => (ResponseCode::FlushSlaveTimeout, None),
+        PutMessageStatus::SlaveNotAvailable => (ResponseCode::SlaveNotAvailable, None),
+        PutMessageStatus::CreateMappedFileFailed => (
+            ResponseCode::SystemError,
+            Some("create mapped file failed, server is busy or broken."),
+        ),
+        PutMessageStatus::MessageIllegal | PutMessageStatus::PropertiesSizeExceeded => (
+            ResponseCode::MessageIllegal,
+            Some(
+                "the message is illegal, maybe msg body or properties length not matched, or the topic name is too long",
+            ),
+        ),
+        PutMessageStatus::ServiceNotAvailable => (
+            ResponseCode::ServiceNotAvailable,
+            Some(
+                "service not available now. It may be caused by one of the following reasons: the broker's disk is full, messages are put to the slave, message store has been shut down, etc.",
+            ),
+        ),
+        PutMessageStatus::OsPageCacheBusy => (
+            ResponseCode::SystemBusy,
+            Some("[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+        ),
+        PutMessageStatus::LmqConsumeQueueNumExceeded => (
+            ResponseCode::SystemError,
+            Some(
+                "[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and enableMultiDispatch, lmq consumeQueue num exceed maxLmqConsumeQueueNum config num",
+            ),
+        ),
+        PutMessageStatus::UnknownError => (ResponseCode::SystemError, Some("UNKNOWN_ERROR")),
+    }
+}
+
+fn send_response(
+    ctx: &BrokerContext,
+    result: PutMessageResult,
+    queue_id: i32,
+    uniq_key: Option<String>,
+) -> RemotingCommand {
+    let (code, remark) = status_response_code(result.status);
+    let Some(append) = result.append.filter(|_| result.status.is_written()) else {
+        let remark = remark.unwrap_or("the message was not stored");
+        return error_response(code, remark);
+    };
+    let mut header = SendMessageResponseHeader::new(append.msg_id, queue_id, append.logics_offset);
+    header.transaction_id = uniq_key;
+    header.msg_region = Some(ctx.config.region_id.clone());
+    header.trace_on = Some(ctx.config.trace_on);
+    let mut response = comet_protocol::headers::response_with_header(code, &header);
+    response.remark = remark.map(str::to_owned);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delay_rewrite_follows_the_fact_sheet() {
+        let mut msg = MessageExt::new("T", Bytes::new());
+        msg.queue_id = 3;
+        msg.properties.insert(keys::DELAY_TIME_LEVEL, "30");
+        assert!(apply_delay_level(&mut msg, 18));
+        assert_eq!((msg.topic.as_str(), msg.queue_id), (SCHEDULE_TOPIC, 17));
+        assert_eq!(msg.properties.get(keys::REAL_TOPIC), Some("T"));
+        assert_eq!(msg.properties.get(keys::REAL_QUEUE_ID), Some("3"));
+        assert_eq!(msg.properties.get(keys::DELAY_TIME_LEVEL), Some("18"));
+
+        for level in ["0", "-1", "x"] {
+            let mut m = MessageExt::new("T", Bytes::new());
+            m.properties.insert(keys::DELAY_TIME_LEVEL, level);
+            assert!(!apply_delay_level(&mut m, 18));
+            assert_eq!(m.topic, "T");
+        }
+        let mut prepared = MessageExt::new("T", Bytes::new());
+        prepared.sys_flag = sysflag::TRANSACTION_PREPARED_TYPE;
+        prepared.properties.insert(keys::DELAY_TIME_LEVEL, "1");
+        assert!(!apply_delay_level(&mut prepared, 18));
+    }
+
+    #[test]
+    fn status_mapping() {
+        assert_eq!(
+            status_response_code(PutMessageStatus::FlushDiskTimeout)
+                .0
+                .code(),
+            10
+        );
+        assert_eq!(
+            status_response_code(PutMessageStatus::ServiceNotAvailable)
+                .0
+                .code(),
+            14
+        );
+        assert_eq!(
+            status_response_code(PutMessageStatus::PropertiesSizeExceeded)
+                .0
+                .code(),
+            13
+        );
+        assert_eq!(status_response_code(PutMessageStatus::PutOk).0.code(), 0);
+    }
+
+    #[test]
+    fn v2_keys_are_explained() {
+        let rsp = header_error(310, &ProtocolError::MissingField("b"));
+        let remark = rsp.remark.unwrap_or_default();
+        assert!(
+            remark.contains("`b`") && remark.contains("topic"),
+            "{remark}"
+        );
+        let rsp = header_error(10, &ProtocolError::MissingField("queueId"));
+        assert!(rsp.remark.unwrap_or_default().contains("queueId"));
+    }
+
+    #[test]
+    fn random_queue_in_range() {
+        for n in [0, 1, 4, 8] {
+            for _ in 0..32 {
+                let q = random_queue(n);
+                assert!(q >= 0 && q < n.max(1));
+            }
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! `ScheduleMessageService`: delivers delayed messages (delay levels, §6.7).
+//!
+//! A send with `DELAY=n` (n ≥ 1) is stored in `SCHEDULE_TOPIC_XXXX`, queue `n − 1`, and the store
+//! gives its ConsumeQueue unit the delivery time (store time + the level's delay) as tags code.
+//! Within one level every message has the same delay, so each queue is ordered by delivery time
+//! and only its head needs watching. One task per level does that: it reads units from the
+//! level's progress offset, re-puts every due message to its real topic and queue (DELAY removed,
+//! REAL_TOPIC/REAL_QID kept, tags code recomputed by the store) and advances the offset; when
+//! the head is not due yet it sleeps until it is, at most [`POLL_INTERVAL`].
+//!
+//! Progress per level is `delayOffset.json` (level → next queue offset), written by the
+//! controller's periodic persist and at shutdown. A crash replays at most the messages delivered
+//! since the last write — at-least-once, as in RocketMQ.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use comet_protocol::message::MessageExt;
+use comet_protocol::message::properties::keys;
+use comet_store::StoreError;
+use comet_store::config_tables::{DELAY_OFFSET_FILE, DelayOffsetTable, config_path};
+use comet_store::consume_queue::CqUnit;
+use tokio::task::JoinHandle;
+
+use crate::context::BrokerContext;
+use crate::topic_config::SCHEDULE_TOPIC;
+
+/// Pause before a level's first check after start-up (RocketMQ `FIRST_DELAY_TIME`).
+pub const FIRST_DELAY: Duration = Duration::from_millis(1000);
+/// Longest sleep between two checks of a queue head (RocketMQ `DELAY_FOR_A_WHILE`).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Pause after a failed re-put (store full or shutting down) before retrying the same message.
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(100);
+/// ConsumeQueue units read per round.
+pub const UNITS_PER_ROUND: usize = 32;
+
+fn now_millis() -> i64 {
+    comet_store::commit_log::now_millis()
+}
+
+/// Delay-level timers and their progress (see the module docs).
+#[derive(Debug)]
+pub struct ScheduleMessageService {
+    offsets: DelayOffsetTable,
+    /// Delay of each level in ms; index 0 = level 1.
+    levels_ms: Vec<i64>,
+}
+
+impl ScheduleMessageService {
+    /// Loads `<store_root>/config/delayOffset.json`.
+    pub fn open(store_root: &Path, levels_ms: Vec<i64>) -> Result<Self, StoreError> {
+        Ok(ScheduleMessageService {
+            offsets: DelayOffsetTable::open(&config_path(store_root, DELAY_OFFSET_FILE))?,
+            levels_ms,
+        })
+    }
+
+    /// The highest delay level.
+    pub fn max_delay_level(&self) -> i32 {
+        i32::try_from(self.levels_ms.len()).unwrap_or(i32::MAX)
+    }
+
+    /// Delay of `level` (1-based) in ms.
+    pub fn delay_millis(&self, level: i32) -> Option<i64> {
+        let idx = usize::try_from(level.checked_sub(1)?).ok()?;
+        self.levels_ms.get(idx).copied()
+    }
+
+    /// Next queue offset to deliver of `level`.
+    pub fn offset(&self, level: i32) -> i64 {
+        self.offsets.get(level).unwrap_or(0)
+    }
+
+    /// Level → next offset, as delayOffset.json holds it.
+    pub fn offset_table(&self) -> BTreeMap<i32, i64> {
+        self.offsets.snapshot()
+    }
+
+    /// The delayOffset.json text (GET_ALL_DELAY_OFFSET body).
+    pub fn encode(&self) -> Result<String, StoreError> {
+        comet_store::config_file::to_fastjson_pretty(
+            &comet_store::config_tables::DelayOffsetDocument {
+                offset_table: self.offset_table(),
+            },
+        )
+    }
+
+    /// Writes delayOffset.json.
+    pub fn persist(&self) -> Result<(), StoreError> {
+        self.offsets.persist()
+    }
+
+    /// Spawns one delivery task per level. They stop when the context is dropped or its
+    /// shutdown token is cancelled.
+    pub fn start(self: &Arc<Self>, ctx: &Arc<BrokerContext>) -> Vec<JoinHandle<()>> {
+        (1..=self.max_delay_level())
+            .map(|level| {
+                let service = Arc::clone(self);
+                let weak = Arc::downgrade(ctx);
+                let shutdown = ctx.shutdown.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = service.run_level(level, weak) => {}
+                    }
+                })
+            })
+            .collect()
+    }
+
+    async fn run_level(&self, level: i32, ctx: Weak<BrokerContext>) {
+        tokio::time::sleep(FIRST_DELAY).await;
+        loop {
+            let Some(ctx) = ctx.upgrade() else {
+                return;
+            };
+            let pause = self.deliver_due(level, &ctx).await;
+            drop(ctx);
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Delivers every due message at the head of `level`'s queue; returns how long to wait
+    /// before the next check.
+    pub async fn deliver_due(&self, level: i32, ctx: &BrokerContext) -> Duration {
+        let queue_id = level - 1;
+        let Some(queue) = ctx.store.consume_queues().find(SCHEDULE_TOPIC, queue_id) else {
+            return POLL_INTERVAL;
+        };
+        let delay = self.delay_millis(level).unwrap_or(0);
+        let mut offset = self.offset(level);
+        loop {
+            let mut units: Vec<CqUnit> = Vec::with_capacity(UNITS_PER_ROUND);
+            {
+                let cq = queue.read();
+                let min = cq.min_offset();
+                if offset < min {
+                    tracing::warn!(
+                        level,
+                        offset,
+                        min,
+                        "delay queue offset below its min; skipping removed messages"
+                    );
+                    offset = min;
+                    self.offsets.set(level, offset);
+                }
+                cq.read(offset, UNITS_PER_ROUND, &mut units);
+            }
+            if units.is_empty() {
+                return POLL_INTERVAL;
+            }
+            for unit in units {
+                let now = now_millis();
+                // A delivery time further away than the level's delay comes from a clock jump
+                // or a changed level table: deliver now rather than hold the queue.
+                let deliver_at = if unit.tags_code > now.saturating_add(delay) {
+                    now
+                } else {
+                    unit.tags_code
+                };
+                if deliver_at > now {
+                    let wait = u64::try_from(deliver_at - now).unwrap_or(0);
+                    return Duration::from_millis(wait).min(POLL_INTERVAL);
+                }
+                if unit.is_valid() {
+                    match ctx.store.lookup_message_by_offset(unit.commit_log_offset) {
+                        Some(stored) => {
+                            let Some(msg) = restore_real_topic(stored) else {
+                                tracing::error!(
+                                    level,
+                                    offset,
+                                    "delayed message without REAL_TOPIC/REAL_QID dropped"
+                                );
+                                offset += 1;
+                                self.offsets.set(level, offset);
+                                continue;
+                            };
+                            let topic = msg.topic.clone();
+                            let result = crate::processor::send::put_message(ctx, msg).await;
+                            if !result.status.is_written() {
+                                tracing::error!(level, offset, topic = %topic, status = ?result.status,
+                                    "re-putting a delayed message failed; retrying");
+                                return RETRY_AFTER_FAILURE;
+                            }
+                        }
+                        None => {
+                            tracing::warn!(
+                                level,
+                                offset,
+                                commit_log_offset = unit.commit_log_offset,
+                                "delayed message no longer in the commit log; skipped"
+                            );
+                        }
+                    }
+                }
+                offset += 1;
+                self.offsets.set(level, offset);
+            }
+        }
+    }
+}
+
+/// The message to deliver for a stored delayed one: real topic and queue restored, DELAY
+/// removed, everything else (body, flag, properties, born info, reconsume times) kept. `None`
+/// when the record lacks REAL_TOPIC/REAL_QID.
+pub fn restore_real_topic(stored: MessageExt) -> Option<MessageExt> {
+    let topic = stored.properties.get(keys::REAL_TOPIC)?.to_owned();
+    let queue_id: i32 = stored
+        .properties
+        .get(keys::REAL_QUEUE_ID)?
+        .trim()
+        .parse()
+        .ok()?;
+    let mut msg = MessageExt::new(topic, stored.body.clone());
+    msg.flag = stored.flag;
+    msg.properties = stored.properties;
+    msg.properties.remove(keys::DELAY_TIME_LEVEL);
+    // Delivery is asynchronous to any client: never make it wait for a sync flush.
+    msg.properties.insert(keys::WAIT_STORE_MSG_OK, "false");
+    msg.queue_id = queue_id;
+    msg.sys_flag = stored.sys_flag;
+    msg.born_timestamp = stored.born_timestamp;
+    msg.born_host = stored.born_host;
+    msg.store_host = stored.store_host;
+    msg.reconsume_times = stored.reconsume_times;
+    msg.prepared_transaction_offset = stored.prepared_transaction_offset;
+    Some(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn restore_moves_back_to_real_topic() {
+        let mut stored = MessageExt::new(SCHEDULE_TOPIC, Bytes::from_static(b"hi"));
+        stored.queue_id = 0;
+        stored.properties.insert(keys::REAL_TOPIC, "T");
+        stored.properties.insert(keys::REAL_QUEUE_ID, "3");
+        stored.properties.insert(keys::DELAY_TIME_LEVEL, "1");
+        stored.properties.insert(keys::TAGS, "a");
+        stored.reconsume_times = 2;
+        let msg = restore_real_topic(stored).unwrap();
+        assert_eq!((msg.topic.as_str(), msg.queue_id), ("T", 3));
+        assert_eq!(msg.properties.get(keys::DELAY_TIME_LEVEL), None);
+        assert_eq!(msg.tags(), Some("a"));
+        assert_eq!(msg.reconsume_times, 2);
+
+        let mut bad = MessageExt::new(SCHEDULE_TOPIC, Bytes::new());
+        bad.properties.insert(keys::REAL_TOPIC, "T");
+        assert!(restore_real_topic(bad).is_none());
+    }
+
+    #[test]
+    fn levels_and_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ScheduleMessageService::open(dir.path(), vec![1000, 5000]).unwrap();
+        assert_eq!(s.max_delay_level(), 2);
+        assert_eq!(s.delay_millis(1), Some(1000));
+        assert_eq!(s.delay_millis(0), None);
+        assert_eq!(s.delay_millis(3), None);
+        s.offsets.set(2, 7);
+        s.persist().unwrap();
+        let s = ScheduleMessageService::open(dir.path(), vec![1000, 5000]).unwrap();
+        assert_eq!(s.offset(2), 7);
+        assert!(s.encode().unwrap().contains('7'));
+    }
+}

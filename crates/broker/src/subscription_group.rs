@@ -1,0 +1,184 @@
+//! `SubscriptionGroupManager`: consumer-group configurations (`config/subscriptionGroup.json`).
+//!
+//! A group's config decides whether it may consume at all (`consumeEnable`), in broadcast mode
+//! (`consumeBroadcastEnable`), how often a failed message is retried before it goes to the DLQ
+//! (`retryMaxTimes`) and how many retry queues it has. With `autoCreateSubscriptionGroup` (the
+//! default) a group is created with RocketMQ's defaults the first time a client uses it; every
+//! creation or change is persisted at once, because a restart must not forget a group whose
+//! offsets are already stored.
+
+use std::path::Path;
+
+use comet_protocol::body::{DataVersion, SubscriptionGroupConfig};
+use comet_protocol::limits::MAX_GROUP_LEN;
+use comet_store::StoreError;
+use comet_store::config_tables::{SUBSCRIPTION_GROUP_FILE, SubscriptionGroupTable, config_path};
+use thiserror::Error;
+
+/// Groups a Java broker creates for its own tools at start-up.
+pub const SYSTEM_GROUPS: &[&str] = &[
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "__MONITOR_CONSUMER",
+    "CLIENT_INNER_PRODUCER",
+    "SELF_TEST_P_GROUP",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_ONSAPI_PULL",
+    "CID_RMQ_SYS_TRANS",
+];
+
+/// Why a group name is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GroupNameError {
+    #[error("the group name is blank")]
+    Blank,
+    #[error("the group name {0:?} contains illegal characters; allowed are [%|a-zA-Z0-9_-]")]
+    IllegalCharacters(String),
+    #[error("the group name is {len} bytes long, longer than {max}")]
+    TooLong { len: usize, max: usize },
+}
+
+/// Checks a consumer/producer group name: same character set as topics, bounded length.
+pub fn validate_group_name(group: &str) -> Result<(), GroupNameError> {
+    if group.trim().is_empty() {
+        return Err(GroupNameError::Blank);
+    }
+    if !group
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+    {
+        return Err(GroupNameError::IllegalCharacters(group.to_owned()));
+    }
+    if group.len() > MAX_GROUP_LEN {
+        return Err(GroupNameError::TooLong {
+            len: group.len(),
+            max: MAX_GROUP_LEN,
+        });
+    }
+    Ok(())
+}
+
+/// The broker's subscription-group table.
+#[derive(Debug)]
+pub struct SubscriptionGroupManager {
+    table: SubscriptionGroupTable,
+    auto_create: bool,
+}
+
+impl SubscriptionGroupManager {
+    /// Loads `<store_root>/config/subscriptionGroup.json` and adds the system groups.
+    pub fn open(store_root: &Path, auto_create: bool) -> Result<Self, StoreError> {
+        let table =
+            SubscriptionGroupTable::open(&config_path(store_root, SUBSCRIPTION_GROUP_FILE))?;
+        let manager = SubscriptionGroupManager { table, auto_create };
+        for group in SYSTEM_GROUPS {
+            let _ = manager.table.find_or_create(group, true);
+        }
+        manager.table.persist()?;
+        Ok(manager)
+    }
+
+    /// The group's config, created with the defaults if unknown and auto-creation is on
+    /// (RocketMQ `findSubscriptionGroupConfig`). `None`: unknown and not creatable.
+    pub fn find_or_create(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        if validate_group_name(group).is_err() {
+            return self.table.find(group);
+        }
+        let (config, created) = self.table.find_or_create(group, self.auto_create)?;
+        if created {
+            tracing::info!(group, "subscription group auto-created");
+            self.persist_logged();
+        }
+        Some(config)
+    }
+
+    /// The group's config, without creating it.
+    pub fn find(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        self.table.find(group)
+    }
+
+    pub fn contains(&self, group: &str) -> bool {
+        self.table.contains(group)
+    }
+
+    /// Creates or replaces a group (admin UPDATE_AND_CREATE_SUBSCRIPTIONGROUP).
+    pub fn update(&self, config: SubscriptionGroupConfig) {
+        let name = config.group_name.clone();
+        match self.table.put(config) {
+            Some(_) => tracing::info!(group = %name, "subscription group updated"),
+            None => tracing::info!(group = %name, "subscription group created"),
+        }
+        self.persist_logged();
+    }
+
+    /// Deletes a group; returns its config if it existed.
+    pub fn delete(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        let removed = self.table.remove(group);
+        if removed.is_some() {
+            tracing::info!(group, "subscription group deleted");
+            self.persist_logged();
+        }
+        removed
+    }
+
+    /// Every group, sorted by name.
+    pub fn all(&self) -> Vec<SubscriptionGroupConfig> {
+        self.table.groups()
+    }
+
+    pub fn data_version(&self) -> DataVersion {
+        self.table.data_version()
+    }
+
+    /// The whole document as subscriptionGroup.json holds it (GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
+    pub fn snapshot(&self) -> comet_store::config_tables::SubscriptionGroupDocument {
+        self.table.snapshot()
+    }
+
+    /// Writes `subscriptionGroup.json`.
+    pub fn persist(&self) -> Result<(), StoreError> {
+        self.table.persist()
+    }
+
+    fn persist_logged(&self) {
+        if let Err(e) = self.table.persist() {
+            tracing::error!(error = %e, path = %self.table.path().display(), "persisting subscriptionGroup.json failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_create_and_persist() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = SubscriptionGroupManager::open(dir.path(), true).unwrap();
+        assert!(m.find("TOOLS_CONSUMER").is_some());
+        let g = m.find_or_create("cg").unwrap();
+        assert_eq!(g.retry_max_times, 16);
+        assert!(g.consume_enable && g.consume_broadcast_enable);
+        assert!(m.find_or_create("bad name").is_none());
+        let mut changed = g.clone();
+        changed.retry_max_times = 3;
+        m.update(changed);
+        drop(m);
+        let m = SubscriptionGroupManager::open(dir.path(), false).unwrap();
+        assert_eq!(m.find("cg").map(|g| g.retry_max_times), Some(3));
+        assert!(m.find_or_create("other").is_none());
+        assert!(m.delete("cg").is_some());
+        assert!(m.find("cg").is_none());
+    }
+
+    #[test]
+    fn group_name_rules() {
+        assert!(validate_group_name("please_rename_unique_group_name").is_ok());
+        assert_eq!(validate_group_name(""), Err(GroupNameError::Blank));
+        assert!(validate_group_name("a/b").is_err());
+        assert!(validate_group_name(&"g".repeat(MAX_GROUP_LEN + 1)).is_err());
+    }
+}

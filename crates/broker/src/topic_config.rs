@@ -1,0 +1,523 @@
+//! `TopicConfigManager`: the broker's topic table, its system topics, topic auto-creation and
+//! name validation.
+//!
+//! The table itself (in memory + `config/topics.json`) is the store's [`TopicConfigTable`]; this
+//! layer adds RocketMQ's rules on top of it:
+//!
+//! - **System topics** are created at start-up (TBW102 when auto-creation is on, SELF_TEST_TOPIC,
+//!   the cluster- and broker-name topics, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC_XXXX with one queue
+//!   per delay level, the transaction topics, ...), as a Java broker does, so that clients and
+//!   tools find the same routes.
+//! - **Auto-creation** on send (§8.4): a send naming an unknown topic and a `defaultTopic` whose
+//!   perm has INHERIT creates the topic with `min(client queue nums, default's write queues)`
+//!   queues and the default's perm minus INHERIT.
+//! - **Every change** is persisted at once (atomically, by the table) and signalled through
+//!   [`TopicConfigManager::changed`], on which the controller's registration task re-registers
+//!   with the name servers immediately, so a new topic becomes routable without waiting for the
+//!   30 s period.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use comet_protocol::body::{
+    DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType, perm,
+};
+use comet_protocol::limits::MAX_TOPIC_LEN;
+use comet_store::StoreError;
+use comet_store::config_tables::{TOPICS_FILE, TopicConfigTable, config_path};
+use parking_lot::Mutex;
+use thiserror::Error;
+use tokio::sync::Notify;
+
+use crate::config::{BrokerConfig, MAX_QUEUE_NUMS};
+
+/// The auto-create template topic (`TBW102`).
+pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = comet_protocol::headers::AUTO_CREATE_TOPIC_KEY_TOPIC;
+/// Topic the Java broker keeps for self tests.
+pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
+/// Topic of the Java benchmark tool.
+pub const BENCHMARK_TOPIC: &str = "BenchmarkTest";
+/// Queues of the benchmark topic.
+pub const BENCHMARK_TOPIC_QUEUE_NUMS: i32 = 1024;
+/// Topic for offset-moved events.
+pub const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
+/// Topic delayed messages are parked in (one queue per delay level).
+pub const SCHEDULE_TOPIC: &str = comet_store::dispatch::SCHEDULE_TOPIC;
+/// Half messages of transactions.
+pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+/// Op records of transactions.
+pub const TRANS_OP_HALF_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+/// Suffix of the cluster's request/reply topic (`<cluster>_REPLY_TOPIC`).
+pub const REPLY_TOPIC_SUFFIX: &str = "_REPLY_TOPIC";
+/// Queues of the cluster-name topic.
+pub const CLUSTER_TOPIC_QUEUE_NUMS: i32 = 16;
+/// Prefix of retry topics (`%RETRY%<group>`).
+pub const RETRY_GROUP_TOPIC_PREFIX: &str = comet_store::commit_log::RETRY_GROUP_TOPIC_PREFIX;
+/// Prefix of dead-letter topics (`%DLQ%<group>`).
+pub const DLQ_GROUP_TOPIC_PREFIX: &str = comet_store::commit_log::DLQ_GROUP_TOPIC_PREFIX;
+/// Longest retry/DLQ topic name (the record format's 2-byte topic length allows 255 here).
+pub const MAX_SYSTEM_TOPIC_LEN: usize = comet_protocol::message::record::MAX_RECORD_TOPIC_LEN;
+
+/// `%RETRY%<group>`.
+pub fn retry_topic(group: &str) -> String {
+    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
+}
+
+/// `%DLQ%<group>`.
+pub fn dlq_topic(group: &str) -> String {
+    format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
+}
+
+/// Whether `topic` is a retry or dead-letter topic.
+pub fn is_retry_or_dlq(topic: &str) -> bool {
+    topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX)
+}
+
+/// Why a topic name is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TopicNameError {
+    #[error("the topic name is blank")]
+    Blank,
+    #[error("the topic name {0:?} contains illegal characters; allowed are [%|a-zA-Z0-9_-]")]
+    IllegalCharacters(String),
+    #[error("the topic name {name:?} is {len} bytes long, longer than {max}")]
+    TooLong {
+        name: String,
+        len: usize,
+        max: usize,
+    },
+}
+
+/// RocketMQ's `TopicValidator.validateTopic`: non-blank, `[%|a-zA-Z0-9_-]` only, at most 127
+/// bytes (255 for retry/DLQ topics, which the broker derives from group names).
+pub fn validate_topic_name(topic: &str) -> Result<(), TopicNameError> {
+    if topic.trim().is_empty() {
+        return Err(TopicNameError::Blank);
+    }
+    if !topic
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+    {
+        return Err(TopicNameError::IllegalCharacters(topic.to_owned()));
+    }
+    let max = if is_retry_or_dlq(topic) {
+        MAX_SYSTEM_TOPIC_LEN
+    } else {
+        MAX_TOPIC_LEN
+    };
+    if topic.len() > max {
+        return Err(TopicNameError::TooLong {
+            name: topic.to_owned(),
+            len: topic.len(),
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// Topics producers may not send to directly (the broker writes them itself).
+pub fn is_not_allowed_send_topic(topic: &str) -> bool {
+    matches!(
+        topic,
+        SCHEDULE_TOPIC | TRANS_HALF_TOPIC | TRANS_OP_HALF_TOPIC
+    ) || topic == "rmq_sys_wheel_timer"
+}
+
+/// The broker's topic table with RocketMQ's rules (see the module docs).
+pub struct TopicConfigManager {
+    table: TopicConfigTable,
+    config: Arc<BrokerConfig>,
+    /// Signalled after every change; a stored permit means "re-register soon".
+    changed: Notify,
+    /// Serializes auto-creation so two racing sends create a topic once.
+    create_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for TopicConfigManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopicConfigManager")
+            .field("topics", &self.table.len())
+            .finish()
+    }
+}
+
+impl TopicConfigManager {
+    /// Loads `<store_root>/config/topics.json` and creates the system topics.
+    pub fn open(store_root: &Path, config: Arc<BrokerConfig>) -> Result<Self, StoreError> {
+        let table = TopicConfigTable::open(&config_path(store_root, TOPICS_FILE))?;
+        let manager = TopicConfigManager {
+            table,
+            config,
+            changed: Notify::new(),
+            create_lock: Mutex::new(()),
+        };
+        manager.init_system_topics();
+        manager.table.persist()?;
+        Ok(manager)
+    }
+
+    fn system_topics(&self) -> Vec<TopicConfig> {
+        let c = &self.config;
+        let rw = perm::PERM_READ_WRITE;
+        let mut topics = Vec::new();
+        if c.auto_create_topic_enable {
+            topics.push(TopicConfig::with_queues(
+                AUTO_CREATE_TOPIC_KEY_TOPIC,
+                c.default_topic_queue_nums,
+                c.default_topic_queue_nums,
+                perm::PERM_INHERIT | rw,
+            ));
+        }
+        topics.push(TopicConfig::with_queues(SELF_TEST_TOPIC, 1, 1, rw));
+        topics.push(TopicConfig::with_queues(
+            BENCHMARK_TOPIC,
+            BENCHMARK_TOPIC_QUEUE_NUMS,
+            BENCHMARK_TOPIC_QUEUE_NUMS,
+            rw,
+        ));
+        let cluster_perm = perm::PERM_INHERIT | if c.cluster_topic_enable { rw } else { 0 };
+        topics.push(TopicConfig::with_queues(
+            c.broker_cluster_name.clone(),
+            CLUSTER_TOPIC_QUEUE_NUMS,
+            CLUSTER_TOPIC_QUEUE_NUMS,
+            cluster_perm,
+        ));
+        let broker_perm = perm::PERM_INHERIT | if c.broker_topic_enable { rw } else { 0 };
+        topics.push(TopicConfig::with_queues(
+            c.broker_name.clone(),
+            1,
+            1,
+            broker_perm,
+        ));
+        topics.push(TopicConfig::with_queues(OFFSET_MOVED_EVENT, 1, 1, rw));
+        let levels = i32::try_from(c.delay_levels_millis().len()).unwrap_or(i32::MAX);
+        topics.push(TopicConfig::with_queues(SCHEDULE_TOPIC, levels, levels, rw));
+        if c.trace_topic_enable {
+            topics.push(TopicConfig::with_queues(
+                c.msg_trace_topic_name.clone(),
+                1,
+                1,
+                rw,
+            ));
+        }
+        topics.push(TopicConfig::with_queues(
+            format!("{}{REPLY_TOPIC_SUFFIX}", c.broker_cluster_name),
+            1,
+            1,
+            rw,
+        ));
+        topics.push(TopicConfig::with_queues(TRANS_HALF_TOPIC, 1, 1, rw));
+        topics.push(TopicConfig::with_queues(TRANS_OP_HALF_TOPIC, 1, 1, rw));
+        topics
+    }
+
+    /// Creates the system topics that are missing (existing ones keep their stored settings, as
+    /// in RocketMQ, except the rules below).
+    fn init_system_topics(&self) {
+        for topic in self.system_topics() {
+            let name = topic.topic_name.clone();
+            let (_, created) = self.table.get_or_create(&name, || topic);
+            if created {
+                tracing::debug!(topic = %name, "system topic created");
+            }
+        }
+        // SCHEDULE_TOPIC_XXXX needs one queue per configured delay level.
+        let levels = i32::try_from(self.config.delay_levels_millis().len()).unwrap_or(i32::MAX);
+        if let Some(mut schedule) = self.table.get(SCHEDULE_TOPIC)
+            && (schedule.read_queue_nums < levels || schedule.write_queue_nums < levels)
+        {
+            schedule.read_queue_nums = levels;
+            schedule.write_queue_nums = levels;
+            self.table.put(schedule);
+        }
+        // With auto-creation off, a TBW102 left from an earlier run must not allow inheriting.
+        if !self.config.auto_create_topic_enable
+            && let Some(mut tbw) = self.table.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
+            && tbw.perm != perm::PERM_READ_WRITE
+        {
+            tbw.perm = perm::PERM_READ_WRITE;
+            self.table.put(tbw);
+        }
+    }
+
+    /// The topic's configuration.
+    pub fn select(&self, topic: &str) -> Option<TopicConfig> {
+        self.table.get(topic)
+    }
+
+    /// Every topic, sorted by name.
+    pub fn all(&self) -> Vec<TopicConfig> {
+        self.table.topics()
+    }
+
+    /// Every topic name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.table.names()
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Current data version of the table.
+    pub fn data_version(&self) -> DataVersion {
+        self.table.data_version()
+    }
+
+    /// Whether `topic` is one of the topics the broker creates for itself.
+    pub fn is_system_topic(&self, topic: &str) -> bool {
+        topic == AUTO_CREATE_TOPIC_KEY_TOPIC
+            || topic == self.config.broker_cluster_name
+            || topic == self.config.broker_name
+            || self.system_topics().iter().any(|t| t.topic_name == topic)
+    }
+
+    /// Resolves once something changed since the last wait (a permit is kept if nobody waits).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// Persists the table and signals the change (registration).
+    fn commit_change(&self) {
+        if let Err(e) = self.table.persist() {
+            tracing::error!(error = %e, path = %self.table.path().display(), "persisting topics.json failed");
+        }
+        self.changed.notify_one();
+    }
+
+    /// Creates or replaces a topic (admin UPDATE_AND_CREATE_TOPIC, RocketMQ `updateTopicConfig`).
+    pub fn update(&self, config: TopicConfig) {
+        let name = config.topic_name.clone();
+        let previous = self.table.put(config.clone());
+        match previous {
+            Some(old) => tracing::info!(topic = %name, ?old, new = ?config, "topic updated"),
+            None => tracing::info!(topic = %name, new = ?config, "topic created"),
+        }
+        self.commit_change();
+    }
+
+    /// Deletes a topic; returns its configuration if it existed.
+    pub fn delete(&self, topic: &str) -> Option<TopicConfig> {
+        let removed = self.table.remove(topic);
+        if removed.is_some() {
+            tracing::info!(topic, "topic deleted");
+            self.commit_change();
+        }
+        removed
+    }
+
+    /// Send-path auto-creation (§8.4): `topic` is unknown; create it from `default_topic` if that
+    /// is an inheritable template. Returns the (existing or new) configuration, or `None` when
+    /// the topic cannot be created.
+    pub fn create_topic_in_send_message_method(
+        &self,
+        topic: &str,
+        default_topic: &str,
+        client_default_topic_queue_nums: i32,
+        topic_sys_flag: i32,
+    ) -> Option<TopicConfig> {
+        let _guard = self.create_lock.lock();
+        if let Some(existing) = self.table.get(topic) {
+            return Some(existing);
+        }
+        let Some(template) = self.table.get(default_topic) else {
+            tracing::warn!(
+                topic,
+                default_topic,
+                "auto-create refused: default topic does not exist"
+            );
+            return None;
+        };
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !self.config.auto_create_topic_enable {
+            tracing::warn!(topic, "auto-create refused: autoCreateTopicEnable=false");
+            return None;
+        }
+        if !perm::is_inherited(template.perm) {
+            tracing::warn!(
+                topic,
+                default_topic,
+                perm = template.perm,
+                "auto-create refused: default topic has no INHERIT permission"
+            );
+            return None;
+        }
+        let queue_nums = client_default_topic_queue_nums
+            .min(template.write_queue_nums)
+            .clamp(1, MAX_QUEUE_NUMS);
+        let mut created = TopicConfig::with_queues(
+            topic,
+            queue_nums,
+            queue_nums,
+            template.perm & !perm::PERM_INHERIT,
+        );
+        created.topic_filter_type = template.topic_filter_type;
+        created.topic_sys_flag = topic_sys_flag;
+        self.table.put(created.clone());
+        tracing::info!(
+            topic,
+            default_topic,
+            queue_nums,
+            "topic auto-created on send"
+        );
+        self.commit_change();
+        Some(created)
+    }
+
+    /// Creates a retry or DLQ topic (send-back, DLQ routing) if it does not exist.
+    pub fn create_topic_in_send_message_back(
+        &self,
+        topic: &str,
+        queue_nums: i32,
+        perm: i32,
+        topic_sys_flag: i32,
+    ) -> Option<TopicConfig> {
+        if let Some(existing) = self.table.get(topic) {
+            return Some(existing);
+        }
+        if let Err(e) = validate_topic_name(topic) {
+            tracing::warn!(topic, error = %e, "cannot create retry/DLQ topic");
+            return None;
+        }
+        let _guard = self.create_lock.lock();
+        let queue_nums = queue_nums.clamp(1, MAX_QUEUE_NUMS);
+        let (config, created) = self.table.get_or_create(topic, || {
+            let mut t = TopicConfig::with_queues(topic, queue_nums, queue_nums, perm);
+            t.topic_sys_flag = topic_sys_flag;
+            t.topic_filter_type = TopicFilterType::SingleTag;
+            t
+        });
+        if created {
+            tracing::info!(topic, queue_nums, "retry/DLQ topic created");
+            self.commit_change();
+        }
+        Some(config)
+    }
+
+    /// The table as REGISTER_BROKER carries it. When `brokerPermission` lacks READ or WRITE,
+    /// every topic's perm is ANDed with it (§8.2), so producers or consumers stop using us.
+    pub fn to_register_wrapper(&self) -> TopicConfigSerializeWrapper {
+        let mut wrapper = self.table.to_wrapper();
+        let broker_perm = self.config.broker_permission;
+        if !perm::is_writeable(broker_perm) || !perm::is_readable(broker_perm) {
+            for topic in wrapper.topic_config_table.values_mut() {
+                topic.perm &= broker_perm;
+            }
+        }
+        wrapper
+    }
+
+    /// The table as stored (GET_ALL_TOPIC_CONFIG), without the broker-permission mask.
+    pub fn wrapper(&self) -> TopicConfigSerializeWrapper {
+        self.table.to_wrapper()
+    }
+
+    /// Writes `topics.json`.
+    pub fn persist(&self) -> Result<(), StoreError> {
+        self.table.persist()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manager(dir: &Path, auto: bool) -> TopicConfigManager {
+        let config = BrokerConfig {
+            auto_create_topic_enable: auto,
+            store_path_root_dir: dir.to_path_buf(),
+            ..BrokerConfig::default()
+        };
+        match TopicConfigManager::open(dir, Arc::new(config)) {
+            Ok(m) => m,
+            Err(e) => panic!("open failed: {e}"),
+        }
+    }
+
+    #[test]
+    fn topic_name_rules() {
+        assert!(validate_topic_name("TopicTest_1-a|b%c").is_ok());
+        assert_eq!(validate_topic_name("  "), Err(TopicNameError::Blank));
+        assert!(matches!(
+            validate_topic_name("a b"),
+            Err(TopicNameError::IllegalCharacters(_))
+        ));
+        assert!(matches!(
+            validate_topic_name("a.b"),
+            Err(TopicNameError::IllegalCharacters(_))
+        ));
+        let long = "x".repeat(128);
+        assert!(matches!(
+            validate_topic_name(&long),
+            Err(TopicNameError::TooLong { len: 128, .. })
+        ));
+        assert!(validate_topic_name(&retry_topic(&"g".repeat(200))).is_ok());
+        assert!(is_not_allowed_send_topic(SCHEDULE_TOPIC));
+        assert!(!is_not_allowed_send_topic("TopicTest"));
+    }
+
+    #[test]
+    fn system_topics_and_auto_create() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let tbw = m.select(AUTO_CREATE_TOPIC_KEY_TOPIC).unwrap();
+        assert_eq!((tbw.read_queue_nums, tbw.perm), (8, 7));
+        assert_eq!(m.select(SCHEDULE_TOPIC).unwrap().write_queue_nums, 18);
+        assert_eq!(m.select("DefaultCluster").unwrap().read_queue_nums, 16);
+        assert!(m.select(TRANS_HALF_TOPIC).is_some());
+        assert!(m.is_system_topic("broker-a"));
+
+        let t = m
+            .create_topic_in_send_message_method("NewTopic", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
+            .unwrap();
+        assert_eq!((t.read_queue_nums, t.write_queue_nums, t.perm), (4, 4, 6));
+        // The cap is the template's queue count.
+        let t = m
+            .create_topic_in_send_message_method("Wide", AUTO_CREATE_TOPIC_KEY_TOPIC, 64, 0)
+            .unwrap();
+        assert_eq!(t.write_queue_nums, 8);
+        // A template without INHERIT cannot be used.
+        assert!(
+            m.create_topic_in_send_message_method("X", "NewTopic", 4, 0)
+                .is_none()
+        );
+        drop(m);
+        // Reload from topics.json.
+        let m = manager(dir.path(), true);
+        assert_eq!(m.select("NewTopic").unwrap().write_queue_nums, 4);
+    }
+
+    #[test]
+    fn auto_create_disabled_blocks_inherit() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(manager(dir.path(), true));
+        let m = manager(dir.path(), false);
+        assert_eq!(m.select(AUTO_CREATE_TOPIC_KEY_TOPIC).unwrap().perm, 6);
+        assert!(
+            m.create_topic_in_send_message_method("T", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
+                .is_none()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), false);
+        assert!(m.select(AUTO_CREATE_TOPIC_KEY_TOPIC).is_none());
+    }
+
+    #[test]
+    fn register_wrapper_masks_perm() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig {
+            broker_permission: perm::PERM_READ,
+            ..BrokerConfig::default()
+        };
+        let m = TopicConfigManager::open(dir.path(), Arc::new(config)).unwrap();
+        let w = m.to_register_wrapper();
+        assert!(
+            w.topic_config_table
+                .values()
+                .all(|t| !perm::is_writeable(t.perm))
+        );
+    }
+}

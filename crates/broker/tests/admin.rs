@@ -1,0 +1,298 @@
+//! Admin commands against a real broker: topic and group management, route registration,
+//! statistics (consume lag), offset reset, broker config and runtime info.
+
+mod common;
+
+use comet_broker::BrokerConfig;
+use comet_protocol::RemotingCommand;
+use comet_protocol::body::{
+    ConsumeStats, KvTable, ResetOffsetBody, SubscriptionGroupConfig, TopicConfigSerializeWrapper,
+    TopicRouteData, TopicStatsTable, from_fastjson, to_fastjson_bytes,
+};
+use comet_protocol::code::{RequestCode, ResponseCode};
+use comet_protocol::headers::{
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader, GetRouteInfoRequestHeader, GetTopicStatsInfoRequestHeader,
+    ResetOffsetRequestHeader, UpdateConsumerOffsetRequestHeader, request_with_header,
+};
+use common::*;
+
+const SUCCESS: i32 = 0;
+
+fn create_topic(topic: &str, queues: i32) -> RemotingCommand {
+    request_with_header(
+        RequestCode::UpdateAndCreateTopic,
+        &CreateTopicRequestHeader {
+            topic: topic.to_owned(),
+            default_topic: "TBW102".to_owned(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: 6,
+            order: false,
+            ..Default::default()
+        },
+    )
+}
+
+fn route_request(topic: &str) -> RemotingCommand {
+    request_with_header(
+        RequestCode::GetRouteinfoByTopic,
+        &GetRouteInfoRequestHeader {
+            topic: topic.to_owned(),
+            ..Default::default()
+        },
+    )
+}
+
+fn create_group(group: &str) -> RemotingCommand {
+    let config = SubscriptionGroupConfig::new(group);
+    RemotingCommand::request(RequestCode::UpdateAndCreateSubscriptiongroup)
+        .with_body(to_fastjson_bytes(&config).expect("group encodes"))
+}
+
+fn commit(group: &str, topic: &str, queue_id: i32, offset: i64) -> RemotingCommand {
+    request_with_header(
+        RequestCode::UpdateConsumerOffset,
+        &UpdateConsumerOffsetRequestHeader {
+            consumer_group: group.to_owned(),
+            topic: topic.to_owned(),
+            queue_id,
+            commit_offset: offset,
+            ..Default::default()
+        },
+    )
+}
+
+fn consume_stats(group: &str, topic: &str) -> RemotingCommand {
+    request_with_header(
+        RequestCode::GetConsumeStats,
+        &GetConsumeStatsRequestHeader {
+            consumer_group: group.to_owned(),
+            topic: Some(topic.to_owned()),
+            ..Default::default()
+        },
+    )
+}
+
+#[tokio::test]
+async fn topic_lifecycle_and_route_registration() {
+    let broker = TestBroker::start().await;
+    let rsp = broker.invoke(create_topic("AdminTopic", 3)).await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+
+    let rsp = broker
+        .invoke(RemotingCommand::request(RequestCode::GetAllTopicConfig))
+        .await;
+    assert_eq!(rsp.code, SUCCESS);
+    let all: TopicConfigSerializeWrapper =
+        from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("wrapper parses");
+    let created = all.topic_config_table.get("AdminTopic").expect("listed");
+    assert_eq!((created.read_queue_nums, created.write_queue_nums), (3, 3));
+    assert!(all.topic_config_table.contains_key("SCHEDULE_TOPIC_XXXX"));
+
+    let routed = || async {
+        let rsp = broker.invoke_namesrv(route_request("AdminTopic")).await;
+        rsp.code == SUCCESS
+            && from_fastjson::<TopicRouteData>(&rsp.body.clone().unwrap_or_default())
+                .map(|r| r.queue_datas.iter().any(|q| q.write_queue_nums == 3))
+                .unwrap_or(false)
+    };
+    assert!(wait_until(routed).await, "route never registered");
+
+    // System topics and bad names are refused; a missing field is named.
+    let rsp = broker.invoke(create_topic("TBW102", 8)).await;
+    assert_eq!(rsp.code, ResponseCode::InvalidParameter.code());
+    let rsp = broker.invoke(create_topic("bad/name", 8)).await;
+    assert_eq!(rsp.code, ResponseCode::InvalidParameter.code());
+    let mut missing = create_topic("X", 1);
+    missing.ext_fields.as_mut().map(|e| e.remove("perm"));
+    let rsp = broker.invoke(missing).await;
+    assert_ne!(rsp.code, SUCCESS);
+    assert!(rsp.remark.unwrap_or_default().contains("perm"));
+
+    let rsp = broker
+        .invoke(request_with_header(
+            RequestCode::DeleteTopicInBroker,
+            &DeleteTopicRequestHeader {
+                topic: "AdminTopic".to_owned(),
+                ..Default::default()
+            },
+        ))
+        .await;
+    assert_eq!(rsp.code, SUCCESS);
+    assert!(broker.ctx().topic_config.select("AdminTopic").is_none());
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn consume_stats_show_lag_and_reset_moves_offsets() {
+    let broker = TestBroker::start().await;
+    let (topic, group) = ("LagTopic", "lag_group");
+    assert_eq!(broker.invoke(create_topic(topic, 1)).await.code, SUCCESS);
+    assert_eq!(broker.invoke(create_group(group)).await.code, SUCCESS);
+    for i in 0..5 {
+        let rsp = broker
+            .invoke(send_v2(topic, 0, format!("m{i}").as_bytes(), &[]))
+            .await;
+        assert_eq!(rsp.code, SUCCESS);
+    }
+    assert!(wait_until(|| async { broker.store().get_max_offset_in_queue(topic, 0) == 5 }).await);
+    let rsp = broker.invoke(commit(group, topic, 0, 2)).await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+
+    let rsp = broker.invoke(consume_stats(group, topic)).await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    let stats: ConsumeStats =
+        from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("stats parse");
+    assert_eq!(stats.diff_total(), 3);
+    let wrapper = stats.offset_table.values().next().expect("one queue");
+    assert_eq!((wrapper.broker_offset, wrapper.consumer_offset), (5, 2));
+    assert!(wrapper.last_timestamp > 0);
+
+    let rsp = broker
+        .invoke(request_with_header(
+            RequestCode::GetTopicStatsInfo,
+            &GetTopicStatsInfoRequestHeader {
+                topic: topic.to_owned(),
+                ..Default::default()
+            },
+        ))
+        .await;
+    let topic_stats: TopicStatsTable =
+        from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("topic stats parse");
+    assert_eq!(
+        topic_stats
+            .offset_table
+            .values()
+            .map(|o| o.max_offset)
+            .sum::<i64>(),
+        5
+    );
+
+    // Reset to the beginning (timestamp 0): the stored offset moves back to 0.
+    let rsp = broker
+        .invoke(request_with_header(
+            RequestCode::InvokeBrokerToResetOffset,
+            &ResetOffsetRequestHeader {
+                group: group.to_owned(),
+                topic: topic.to_owned(),
+                timestamp: 0,
+                is_force: true,
+                ..Default::default()
+            },
+        ))
+        .await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    let body: ResetOffsetBody =
+        from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("reset body parses");
+    assert_eq!(
+        body.offset_table.values().copied().collect::<Vec<_>>(),
+        vec![0]
+    );
+    assert_eq!(
+        broker.ctx().consumer_offsets.query_offset(group, topic, 0),
+        0
+    );
+    let stats: ConsumeStats = from_fastjson(
+        &broker
+            .invoke(consume_stats(group, topic))
+            .await
+            .body
+            .unwrap_or_default(),
+    )
+    .expect("stats parse");
+    assert_eq!(stats.diff_total(), 5);
+
+    let rsp = broker.invoke(consume_stats(group, "NoSuchTopicHere")).await;
+    assert_eq!(rsp.code, ResponseCode::TopicNotExist.code());
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn subscription_groups_are_managed() {
+    let broker = TestBroker::start_with(|c| c.auto_create_subscription_group = false).await;
+    let mut config = SubscriptionGroupConfig::new("managed_group");
+    config.retry_max_times = 5;
+    let rsp = broker
+        .invoke(
+            RemotingCommand::request(RequestCode::UpdateAndCreateSubscriptiongroup)
+                .with_body(to_fastjson_bytes(&config).expect("encodes")),
+        )
+        .await;
+    assert_eq!(rsp.code, SUCCESS);
+    let rsp = broker
+        .invoke(RemotingCommand::request(
+            RequestCode::GetAllSubscriptiongroupConfig,
+        ))
+        .await;
+    let text = String::from_utf8(rsp.body.clone().unwrap_or_default().to_vec()).expect("utf8");
+    assert!(text.contains("managed_group") && text.contains("\"retryMaxTimes\":5"));
+
+    let rsp = broker
+        .invoke(
+            RemotingCommand::request(RequestCode::UpdateAndCreateSubscriptiongroup)
+                .with_body(&b"{not json"[..]),
+        )
+        .await;
+    assert_eq!(rsp.code, ResponseCode::SystemError.code());
+    assert!(
+        rsp.remark
+            .unwrap_or_default()
+            .contains("SubscriptionGroupConfig")
+    );
+
+    let rsp = broker
+        .invoke(request_with_header(
+            RequestCode::DeleteSubscriptiongroup,
+            &DeleteSubscriptionGroupRequestHeader {
+                group_name: "managed_group".to_owned(),
+                clean_offset: Some(true),
+                ..Default::default()
+            },
+        ))
+        .await;
+    assert_eq!(rsp.code, SUCCESS);
+    assert!(
+        broker
+            .ctx()
+            .subscription_groups
+            .find("managed_group")
+            .is_none()
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn broker_config_runtime_info_and_delay_offsets() {
+    let broker = TestBroker::start().await;
+    let rsp = broker
+        .invoke(RemotingCommand::request(RequestCode::GetBrokerConfig))
+        .await;
+    assert_eq!(rsp.code, SUCCESS);
+    let text = String::from_utf8(rsp.body.clone().unwrap_or_default().to_vec()).expect("utf8");
+    let parsed = BrokerConfig::parse(&text).expect("printed config parses");
+    assert_eq!(parsed.config, broker.config);
+    assert!(parsed.unknown_keys.is_empty());
+
+    let rsp = broker
+        .invoke(RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo))
+        .await;
+    let kv: KvTable = from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("kv parses");
+    assert_eq!(
+        kv.table.get("brokerName").map(String::as_str),
+        Some("broker-a")
+    );
+    assert!(kv.table.contains_key("commitLogMaxOffset"));
+    assert!(kv.table.contains_key("scheduleMessageOffset_18"));
+
+    let rsp = broker
+        .invoke(RemotingCommand::request(RequestCode::GetAllDelayOffset))
+        .await;
+    assert_eq!(rsp.code, SUCCESS);
+    assert!(
+        String::from_utf8(rsp.body.clone().unwrap_or_default().to_vec())
+            .expect("utf8")
+            .contains("offsetTable")
+    );
+    broker.shutdown().await;
+}

@@ -1,0 +1,156 @@
+//! `NamesrvConfig`: every setting of the name server, its defaults and its validation, in one
+//! place.
+//!
+//! Defaults are RocketMQ's (fact sheet §8.1): port 9876, an expiry scan every 5 s, brokers
+//! forgotten after 120 s without a registration. A broker may shorten or lengthen its own expiry
+//! with the `heartbeatTimeoutMillis` header of REGISTER_BROKER; the configured value applies to
+//! brokers that do not send it (every 4.x broker).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Default listen address. Loopback, so a default start exposes nothing; deployments set
+/// `0.0.0.0:9876` explicitly.
+pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:9876";
+/// Default data directory (holds `kvConfig.json`).
+pub const DEFAULT_DATA_DIR: &str = "namesrv-data";
+/// File name of the persisted KV config inside the data directory (RocketMQ's name).
+pub const KV_CONFIG_FILE_NAME: &str = "kvConfig.json";
+/// How often brokers are checked for expiry (`scanNotActiveBrokerInterval`).
+pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a broker stays registered without re-registering (`DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`).
+pub const DEFAULT_BROKER_EXPIRY: Duration = Duration::from_secs(120);
+/// Shortest accepted scan interval: a tighter loop would only burn CPU.
+pub const MIN_SCAN_INTERVAL: Duration = Duration::from_millis(10);
+/// Longest accepted broker expiry: a dead broker must leave the routes within a day.
+pub const MAX_BROKER_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A configuration value is out of range.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    #[error("listen address must not be empty")]
+    EmptyListenAddr,
+    #[error("data directory must not be empty")]
+    EmptyDataDir,
+    #[error("scan interval {0:?} is shorter than the minimum {MIN_SCAN_INTERVAL:?}")]
+    ScanIntervalTooShort(Duration),
+    #[error("broker expiry {0:?} must be positive and at most {MAX_BROKER_EXPIRY:?}")]
+    BrokerExpiryOutOfRange(Duration),
+}
+
+/// Settings of a [`crate::NameServer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamesrvConfig {
+    /// Address to listen on; `127.0.0.1:0` picks a free port (tests).
+    pub listen_addr: String,
+    /// Directory of the persisted state (`kvConfig.json`).
+    pub data_dir: PathBuf,
+    /// Period of the broker expiry scan.
+    pub scan_interval: Duration,
+    /// Expiry of brokers that do not announce their own `heartbeatTimeoutMillis`.
+    pub broker_expiry: Duration,
+    /// Put `orderTopicConf` (KV namespace `ORDER_TOPIC_CONFIG`) into topic routes.
+    ///
+    /// Java's `orderMessageEnable` defaults to `false`; Comet defaults to `true` because the
+    /// namespace stays empty unless an operator fills it (`mqadmin updateOrderConf`), and an
+    /// operator who does so wants it used.
+    pub order_message_enable: bool,
+}
+
+impl Default for NamesrvConfig {
+    fn default() -> Self {
+        Self {
+            listen_addr: DEFAULT_LISTEN_ADDR.to_string(),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            scan_interval: DEFAULT_SCAN_INTERVAL,
+            broker_expiry: DEFAULT_BROKER_EXPIRY,
+            order_message_enable: true,
+        }
+    }
+}
+
+impl NamesrvConfig {
+    /// Defaults with the given listen address and data directory.
+    pub fn new(listen_addr: impl Into<String>, data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            listen_addr: listen_addr.into(),
+            data_dir: data_dir.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Checks every value; [`crate::NameServer::start`] refuses an invalid configuration.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen_addr.trim().is_empty() {
+            return Err(ConfigError::EmptyListenAddr);
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(ConfigError::EmptyDataDir);
+        }
+        if self.scan_interval < MIN_SCAN_INTERVAL {
+            return Err(ConfigError::ScanIntervalTooShort(self.scan_interval));
+        }
+        if self.broker_expiry.is_zero() || self.broker_expiry > MAX_BROKER_EXPIRY {
+            return Err(ConfigError::BrokerExpiryOutOfRange(self.broker_expiry));
+        }
+        Ok(())
+    }
+
+    /// Path of the persisted KV config.
+    pub fn kv_config_path(&self) -> PathBuf {
+        self.data_dir.join(KV_CONFIG_FILE_NAME)
+    }
+
+    /// The default broker expiry in milliseconds, as stored in the live table.
+    pub fn broker_expiry_millis(&self) -> i64 {
+        i64::try_from(self.broker_expiry.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_rocketmq_defaults_and_valid() {
+        let c = NamesrvConfig::default();
+        assert_eq!(c.listen_addr, "127.0.0.1:9876");
+        assert_eq!(c.scan_interval, Duration::from_secs(5));
+        assert_eq!(c.broker_expiry_millis(), 120_000);
+        assert_eq!(
+            c.kv_config_path(),
+            PathBuf::from("namesrv-data/kvConfig.json")
+        );
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn rejects_out_of_range_values() {
+        let mut c = NamesrvConfig::new("", "d");
+        assert_eq!(c.validate(), Err(ConfigError::EmptyListenAddr));
+        c.listen_addr = "127.0.0.1:0".into();
+        c.data_dir = PathBuf::new();
+        assert_eq!(c.validate(), Err(ConfigError::EmptyDataDir));
+        c.data_dir = "d".into();
+        c.scan_interval = Duration::ZERO;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::ScanIntervalTooShort(Duration::ZERO))
+        );
+        c.scan_interval = DEFAULT_SCAN_INTERVAL;
+        c.broker_expiry = Duration::ZERO;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::BrokerExpiryOutOfRange(_))
+        ));
+        c.broker_expiry = MAX_BROKER_EXPIRY + Duration::from_secs(1);
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::BrokerExpiryOutOfRange(_))
+        ));
+        c.broker_expiry = MAX_BROKER_EXPIRY;
+        assert_eq!(c.validate(), Ok(()));
+    }
+}

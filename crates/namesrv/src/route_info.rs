@@ -1,0 +1,1212 @@
+//! `RouteInfoManager`: the name server's whole routing state (fact sheet §8.3).
+//!
+//! Five tables, as in RocketMQ, kept behind **one** `RwLock` so every command sees (and leaves)
+//! them mutually consistent — a route never names a broker that the broker table has already
+//! dropped:
+//!
+//! - `topic_queue_table`: topic → broker name → [`QueueData`];
+//! - `broker_addr_table`: broker name → [`BrokerData`] (the master and slaves by broker id);
+//! - `cluster_addr_table`: cluster name → broker names;
+//! - `broker_live_table`: (cluster, broker address) → last registration time, expiry,
+//!   DataVersion, connection, HA address;
+//! - `filter_server_table`: (cluster, broker address) → filter server addresses.
+//!
+//! Brokers re-register every 30 s; a registration carries the broker's whole topic table and its
+//! DataVersion, and queue data is rewritten only when that version changed (or on the first
+//! registration), so the steady state costs one map lookup per broker. A broker leaves when it
+//! unregisters, when its connection closes, or when it has not registered for its expiry time
+//! ([`RouteInfoManager::scan_not_active_brokers`]). Time comes from an injected [`Clock`] so
+//! expiry is testable without sleeping.
+//!
+//! Every table is bounded by a named constant; a registration that would exceed a bound is
+//! refused as a whole, before anything is changed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use comet_protocol::body::route::MASTER_ID;
+use comet_protocol::body::{
+    BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicConfigSerializeWrapper,
+    TopicList, perm,
+};
+use comet_remoting::Channel;
+use parking_lot::RwLock;
+use thiserror::Error;
+
+/// Most broker names (master/slave sets) the name server tracks.
+pub const MAX_BROKER_NAMES: usize = 4096;
+/// Most broker processes (addresses: masters and slaves) the name server tracks.
+pub const MAX_LIVE_BROKERS: usize = 2 * MAX_BROKER_NAMES;
+/// Most clusters.
+pub const MAX_CLUSTERS: usize = 1024;
+/// Most topics with a route.
+pub const MAX_TOPICS: usize = 500_000;
+/// Most filter servers one broker may announce.
+pub const MAX_FILTER_SERVERS_PER_BROKER: usize = 256;
+/// Longest broker expiry a broker may ask for with `heartbeatTimeoutMillis` (one day).
+pub const MAX_HEARTBEAT_TIMEOUT_MILLIS: i64 = 24 * 60 * 60 * 1000;
+/// `TopicSysFlag` bit of a unit topic.
+pub const TOPIC_SYS_FLAG_UNIT: i32 = 0x1;
+/// `TopicSysFlag` bit of a topic with unit subscriptions.
+pub const TOPIC_SYS_FLAG_UNIT_SUB: i32 = 0x2;
+
+/// Source of "now" in milliseconds since the epoch.
+pub trait Clock: Send + Sync + 'static {
+    fn now_millis(&self) -> i64;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_millis(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
+    }
+}
+
+/// Key of the live and filter-server tables: the same address may serve two clusters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BrokerAddrInfo {
+    pub cluster_name: String,
+    pub broker_addr: String,
+}
+
+impl BrokerAddrInfo {
+    pub fn new(cluster_name: impl Into<String>, broker_addr: impl Into<String>) -> Self {
+        Self {
+            cluster_name: cluster_name.into(),
+            broker_addr: broker_addr.into(),
+        }
+    }
+}
+
+/// What the name server knows about one running broker process.
+#[derive(Debug, Clone)]
+struct BrokerLiveInfo {
+    last_update_millis: i64,
+    heartbeat_timeout_millis: i64,
+    data_version: DataVersion,
+    /// The connection of the latest registration; `None` when registered without one (tests,
+    /// embedding).
+    channel: Option<Channel>,
+    ha_server_addr: String,
+}
+
+impl BrokerLiveInfo {
+    fn is_expired(&self, now: i64) -> bool {
+        self.last_update_millis
+            .saturating_add(self.heartbeat_timeout_millis)
+            < now
+    }
+}
+
+/// One REGISTER_BROKER, decoded.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerRegistration {
+    pub cluster_name: String,
+    pub broker_addr: String,
+    pub broker_name: String,
+    /// 0 = master.
+    pub broker_id: i64,
+    pub ha_server_addr: String,
+    /// From the `__ZONE_NAME` ext field.
+    pub zone_name: Option<String>,
+    /// The broker's own expiry; `None` takes the name server's default.
+    pub heartbeat_timeout_millis: Option<i64>,
+    /// `None` means a pre-5.x broker (no acting-master support).
+    pub enable_acting_master: Option<bool>,
+    pub topic_config_wrapper: TopicConfigSerializeWrapper,
+    pub filter_server_list: Vec<String>,
+    pub channel: Option<Channel>,
+}
+
+/// The answer to a registration: for a slave whose master is alive, where to replicate from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegisterBrokerResult {
+    pub ha_server_addr: Option<String>,
+    pub master_addr: Option<String>,
+}
+
+/// Why a registration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RouteError {
+    /// RocketMQ refuses a registration that carries exactly one topic from a broker id it does
+    /// not know: such a request is a topic-change notification racing ahead of the broker's
+    /// first full registration, and accepting it would publish a route with one topic only.
+    #[error(
+        "broker {broker_name}[{broker_id}] at {broker_addr} is not registered yet and sent a single topic"
+    )]
+    UnregisteredBrokerSingleTopic {
+        broker_name: String,
+        broker_id: i64,
+        broker_addr: String,
+    },
+    #[error("too many broker names (limit {limit})")]
+    TooManyBrokerNames { limit: usize },
+    #[error("too many brokers (limit {limit})")]
+    TooManyBrokers { limit: usize },
+    #[error("too many clusters (limit {limit})")]
+    TooManyClusters { limit: usize },
+    #[error("too many topics (limit {limit})")]
+    TooManyTopics { limit: usize },
+    #[error("{count} filter servers announced (limit {limit})")]
+    TooManyFilterServers { count: usize, limit: usize },
+}
+
+#[derive(Default)]
+struct Tables {
+    topic_queue_table: HashMap<String, BTreeMap<String, QueueData>>,
+    broker_addr_table: BTreeMap<String, BrokerData>,
+    cluster_addr_table: BTreeMap<String, BTreeSet<String>>,
+    broker_live_table: HashMap<BrokerAddrInfo, BrokerLiveInfo>,
+    filter_server_table: HashMap<BrokerAddrInfo, Vec<String>>,
+}
+
+/// The routing state of one name server. Cheap to share behind an `Arc`.
+pub struct RouteInfoManager {
+    tables: RwLock<Tables>,
+    clock: Arc<dyn Clock>,
+    default_heartbeat_timeout_millis: i64,
+}
+
+impl std::fmt::Debug for RouteInfoManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = self.tables.read();
+        f.debug_struct("RouteInfoManager")
+            .field("topics", &t.topic_queue_table.len())
+            .field("broker_names", &t.broker_addr_table.len())
+            .field("live_brokers", &t.broker_live_table.len())
+            .finish()
+    }
+}
+
+impl RouteInfoManager {
+    /// An empty manager on the wall clock; brokers without their own expiry expire after
+    /// `default_heartbeat_timeout_millis`.
+    pub fn new(default_heartbeat_timeout_millis: i64) -> Self {
+        Self::with_clock(default_heartbeat_timeout_millis, Arc::new(SystemClock))
+    }
+
+    /// An empty manager reading time from `clock`.
+    pub fn with_clock(default_heartbeat_timeout_millis: i64, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            tables: RwLock::new(Tables::default()),
+            clock,
+            default_heartbeat_timeout_millis: clamp_timeout(default_heartbeat_timeout_millis),
+        }
+    }
+
+    /// Registers (or refreshes) a broker and, for a master — or, in acting-master mode, the
+    /// lowest-id slave — its topics.
+    pub fn register_broker(
+        &self,
+        reg: BrokerRegistration,
+    ) -> Result<RegisterBrokerResult, RouteError> {
+        let now = self.clock.now_millis();
+        let mut guard = self.tables.write();
+        let t = &mut *guard;
+        let key = BrokerAddrInfo::new(&reg.cluster_name, &reg.broker_addr);
+        let wrapper = &reg.topic_config_wrapper;
+        let existing = t.broker_addr_table.get(&reg.broker_name);
+
+        // A broker id whose address changed: the registration with the older state wins.
+        if let Some(old_addr) = existing.and_then(|bd| bd.broker_addrs.get(&reg.broker_id))
+            && *old_addr != reg.broker_addr
+            && let Some(old_live) = t
+                .broker_live_table
+                .get(&BrokerAddrInfo::new(&reg.cluster_name, old_addr))
+            && old_live.data_version.state_version > wrapper.data_version.state_version
+        {
+            tracing::warn!(
+                cluster = %reg.cluster_name, broker = %reg.broker_name, id = reg.broker_id,
+                old_addr = %old_addr, new_addr = %reg.broker_addr,
+                "registration conflicts with a broker of a newer state version; ignored"
+            );
+            t.broker_live_table.remove(&key);
+            return Ok(RegisterBrokerResult::default());
+        }
+
+        let id_known = existing.is_some_and(|bd| bd.broker_addrs.contains_key(&reg.broker_id));
+        if !id_known && wrapper.topic_config_table.len() == 1 {
+            return Err(RouteError::UnregisteredBrokerSingleTopic {
+                broker_name: reg.broker_name.clone(),
+                broker_id: reg.broker_id,
+                broker_addr: reg.broker_addr.clone(),
+            });
+        }
+        if existing.is_none() && t.broker_addr_table.len() >= MAX_BROKER_NAMES {
+            return Err(RouteError::TooManyBrokerNames {
+                limit: MAX_BROKER_NAMES,
+            });
+        }
+        if !t.cluster_addr_table.contains_key(&reg.cluster_name)
+            && t.cluster_addr_table.len() >= MAX_CLUSTERS
+        {
+            return Err(RouteError::TooManyClusters {
+                limit: MAX_CLUSTERS,
+            });
+        }
+        if !t.broker_live_table.contains_key(&key) && t.broker_live_table.len() >= MAX_LIVE_BROKERS
+        {
+            return Err(RouteError::TooManyBrokers {
+                limit: MAX_LIVE_BROKERS,
+            });
+        }
+        if reg.filter_server_list.len() > MAX_FILTER_SERVERS_PER_BROKER {
+            return Err(RouteError::TooManyFilterServers {
+                count: reg.filter_server_list.len(),
+                limit: MAX_FILTER_SERVERS_PER_BROKER,
+            });
+        }
+
+        let register_first = !id_known;
+        let old_version_broker = reg.enable_acting_master.is_none();
+        let is_master = reg.broker_id == MASTER_ID;
+        // The lowest id once this registration is applied (an address moving to a new id
+        // leaves its old id).
+        let min_id_after = existing
+            .into_iter()
+            .flat_map(|bd| bd.broker_addrs.iter())
+            .filter(|(id, addr)| **addr != reg.broker_addr || **id == reg.broker_id)
+            .map(|(id, _)| *id)
+            .chain(std::iter::once(reg.broker_id))
+            .min()
+            .unwrap_or(reg.broker_id);
+        let is_prime_slave = !old_version_broker && !is_master && reg.broker_id == min_id_after;
+        let version_changed = t
+            .broker_live_table
+            .get(&key)
+            .is_none_or(|live| live.data_version != wrapper.data_version);
+
+        // Topics whose queue data this registration writes, checked against the bound first.
+        let mut updates: Vec<(String, QueueData)> = Vec::new();
+        if is_master || is_prime_slave {
+            for (name, config) in &wrapper.topic_config_table {
+                let topic = topic_name(name, config);
+                let known_here = t
+                    .topic_queue_table
+                    .get(topic)
+                    .is_some_and(|qds| qds.contains_key(&reg.broker_name));
+                if register_first || version_changed || !known_here {
+                    let mut qd = queue_data(&reg.broker_name, config);
+                    if is_prime_slave {
+                        qd.perm &= !perm::PERM_WRITE;
+                    }
+                    updates.push((topic.to_string(), qd));
+                }
+            }
+        }
+        let new_topics = updates
+            .iter()
+            .map(|(topic, _)| topic.as_str())
+            .filter(|topic| !t.topic_queue_table.contains_key(*topic))
+            .collect::<BTreeSet<_>>()
+            .len();
+        if t.topic_queue_table.len().saturating_add(new_topics) > MAX_TOPICS {
+            return Err(RouteError::TooManyTopics { limit: MAX_TOPICS });
+        }
+
+        // Every check passed: apply.
+        t.cluster_addr_table
+            .entry(reg.cluster_name.clone())
+            .or_default()
+            .insert(reg.broker_name.clone());
+        let broker_data = t
+            .broker_addr_table
+            .entry(reg.broker_name.clone())
+            .or_insert_with(|| BrokerData {
+                cluster: reg.cluster_name.clone(),
+                broker_name: reg.broker_name.clone(),
+                ..BrokerData::default()
+            });
+        broker_data.enable_acting_master = reg.enable_acting_master.unwrap_or(false);
+        broker_data.zone_name = reg.zone_name.clone();
+        broker_data
+            .broker_addrs
+            .retain(|id, addr| *addr != reg.broker_addr || *id == reg.broker_id);
+        broker_data
+            .broker_addrs
+            .insert(reg.broker_id, reg.broker_addr.clone());
+        let master_addr = broker_data.master_addr().map(str::to_string);
+
+        for (topic, qd) in updates {
+            let queues = t.topic_queue_table.entry(topic).or_default();
+            if queues.get(&reg.broker_name) != Some(&qd) {
+                queues.insert(reg.broker_name.clone(), qd);
+            }
+        }
+
+        let timeout = reg
+            .heartbeat_timeout_millis
+            .map_or(self.default_heartbeat_timeout_millis, clamp_timeout);
+        let previous = t.broker_live_table.insert(
+            key.clone(),
+            BrokerLiveInfo {
+                last_update_millis: now,
+                heartbeat_timeout_millis: timeout,
+                data_version: wrapper.data_version.clone(),
+                channel: reg.channel,
+                ha_server_addr: reg.ha_server_addr,
+            },
+        );
+        if previous.is_none() {
+            tracing::info!(cluster = %key.cluster_name, broker = %reg.broker_name, id = reg.broker_id, addr = %key.broker_addr, "new broker registered");
+        }
+        if reg.filter_server_list.is_empty() {
+            t.filter_server_table.remove(&key);
+        } else {
+            t.filter_server_table
+                .insert(key.clone(), reg.filter_server_list);
+        }
+
+        let mut result = RegisterBrokerResult::default();
+        if !is_master
+            && let Some(master_addr) = master_addr
+            && let Some(master) = t
+                .broker_live_table
+                .get(&BrokerAddrInfo::new(&reg.cluster_name, &master_addr))
+        {
+            result.ha_server_addr = Some(master.ha_server_addr.clone());
+            result.master_addr = Some(master_addr);
+        }
+        Ok(result)
+    }
+
+    /// Removes the broker at `broker_addr` of `cluster_name` (named `broker_name`). Returns
+    /// whether it was registered.
+    pub fn unregister_broker(
+        &self,
+        cluster_name: &str,
+        broker_addr: &str,
+        broker_name: &str,
+    ) -> bool {
+        let mut t = self.tables.write();
+        let removed = unregister_locked(&mut t, cluster_name, broker_addr, broker_name);
+        removed.is_some()
+    }
+
+    /// Removes every broker not heard from within its expiry and closes its connection.
+    /// Returns the removed brokers.
+    pub fn scan_not_active_brokers(&self) -> Vec<BrokerAddrInfo> {
+        let now = self.clock.now_millis();
+        let mut removed = Vec::new();
+        let mut to_close = Vec::new();
+        {
+            let mut t = self.tables.write();
+            let expired: Vec<BrokerAddrInfo> = t
+                .broker_live_table
+                .iter()
+                .filter(|(_, live)| live.is_expired(now))
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in expired {
+                tracing::warn!(cluster = %key.cluster_name, addr = %key.broker_addr, "broker expired");
+                if let Some(channel) = remove_by_addr_locked(&mut t, &key) {
+                    to_close.push(channel);
+                }
+                removed.push(key);
+            }
+        }
+        for channel in to_close {
+            channel.close();
+        }
+        removed
+    }
+
+    /// A connection closed: removes the broker that registered through it, if any.
+    pub fn on_channel_destroy(&self, channel_id: u64) -> Option<BrokerAddrInfo> {
+        let registered_through = |t: &Tables| {
+            t.broker_live_table
+                .iter()
+                .find(|(_, live)| live.channel.as_ref().is_some_and(|c| c.id() == channel_id))
+                .map(|(key, _)| key.clone())
+        };
+        // Most closing connections are clients', not brokers': look under the read lock first.
+        registered_through(&self.tables.read())?;
+        let mut t = self.tables.write();
+        let key = registered_through(&t)?;
+        tracing::info!(cluster = %key.cluster_name, addr = %key.broker_addr, "broker connection closed; removing the broker");
+        remove_by_addr_locked(&mut t, &key);
+        Some(key)
+    }
+
+    /// QUERY_DATA_VERSION: whether `version` differs from the one last registered by the broker,
+    /// and the registered one. An unchanged version counts as a heartbeat.
+    pub fn query_data_version(
+        &self,
+        cluster_name: &str,
+        broker_addr: &str,
+        version: &DataVersion,
+    ) -> (bool, Option<DataVersion>) {
+        let now = self.clock.now_millis();
+        let mut t = self.tables.write();
+        let key = BrokerAddrInfo::new(cluster_name, broker_addr);
+        match t.broker_live_table.get_mut(&key) {
+            Some(live) => {
+                let changed = live.data_version != *version;
+                if !changed {
+                    live.last_update_millis = now;
+                }
+                (changed, Some(live.data_version.clone()))
+            }
+            None => (true, None),
+        }
+    }
+
+    /// The route of `topic`: its queue data and the brokers named there, or `None` when either
+    /// set is empty.
+    pub fn pickup_topic_route(&self, topic: &str) -> Option<comet_protocol::body::TopicRouteData> {
+        let t = self.tables.read();
+        let queues = t.topic_queue_table.get(topic)?;
+        let mut route = comet_protocol::body::TopicRouteData {
+            queue_datas: queues.values().cloned().collect(),
+            ..Default::default()
+        };
+        for broker_name in queues.keys() {
+            let Some(bd) = t.broker_addr_table.get(broker_name) else {
+                continue;
+            };
+            if !t.filter_server_table.is_empty() {
+                for addr in bd.broker_addrs.values() {
+                    if let Some(servers) = t
+                        .filter_server_table
+                        .get(&BrokerAddrInfo::new(&bd.cluster, addr))
+                    {
+                        route
+                            .filter_server_table
+                            .insert(addr.clone(), servers.clone());
+                    }
+                }
+            }
+            route.broker_datas.push(bd.clone());
+        }
+        if route.queue_datas.is_empty() || route.broker_datas.is_empty() {
+            return None;
+        }
+        Some(route)
+    }
+
+    /// GET_BROKER_CLUSTER_INFO.
+    pub fn cluster_info(&self) -> ClusterInfo {
+        let t = self.tables.read();
+        ClusterInfo {
+            broker_addr_table: t
+                .broker_addr_table
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            cluster_addr_table: t
+                .cluster_addr_table
+                .iter()
+                .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
+                .collect(),
+        }
+    }
+
+    /// Every topic with a route.
+    pub fn all_topics(&self) -> TopicList {
+        let t = self.tables.read();
+        topic_list(t.topic_queue_table.keys().cloned())
+    }
+
+    /// DELETE_TOPIC_IN_NAMESRV: removes the topic, or only its queues on the brokers of
+    /// `cluster_name` when given. Returns whether anything was removed.
+    pub fn delete_topic(&self, topic: &str, cluster_name: Option<&str>) -> bool {
+        let mut guard = self.tables.write();
+        let t = &mut *guard;
+        let Some(cluster_name) = cluster_name else {
+            return t.topic_queue_table.remove(topic).is_some();
+        };
+        let Some(broker_names) = t.cluster_addr_table.get(cluster_name) else {
+            return false;
+        };
+        let Some(queues) = t.topic_queue_table.get_mut(topic) else {
+            return false;
+        };
+        let before = queues.len();
+        queues.retain(|broker_name, _| !broker_names.contains(broker_name));
+        let removed = queues.len() != before;
+        if queues.is_empty() {
+            t.topic_queue_table.remove(topic);
+        }
+        removed
+    }
+
+    /// REGISTER_TOPIC_IN_NAMESRV: creates a route for a topic that has none, when every broker
+    /// named is registered. Returns whether the route was created.
+    pub fn register_topic(&self, topic: &str, queue_datas: Vec<QueueData>) -> bool {
+        if queue_datas.is_empty() || topic.is_empty() {
+            return false;
+        }
+        let mut t = self.tables.write();
+        if t.topic_queue_table.contains_key(topic) || t.topic_queue_table.len() >= MAX_TOPICS {
+            return false;
+        }
+        if queue_datas
+            .iter()
+            .any(|qd| !t.broker_addr_table.contains_key(&qd.broker_name))
+        {
+            tracing::warn!(topic, "register topic names an unknown broker; ignored");
+            return false;
+        }
+        let queues = queue_datas
+            .into_iter()
+            .map(|qd| (qd.broker_name.clone(), qd))
+            .collect();
+        t.topic_queue_table.insert(topic.to_string(), queues);
+        true
+    }
+
+    /// Topics with queues on any broker of `cluster_name`.
+    pub fn topics_by_cluster(&self, cluster_name: &str) -> TopicList {
+        let t = self.tables.read();
+        let Some(broker_names) = t.cluster_addr_table.get(cluster_name) else {
+            return TopicList::default();
+        };
+        topic_list(
+            t.topic_queue_table
+                .iter()
+                .filter(|(_, queues)| queues.keys().any(|b| broker_names.contains(b)))
+                .map(|(topic, _)| topic.clone()),
+        )
+    }
+
+    /// The system topics every broker creates for itself: cluster names and broker names, plus
+    /// one broker address to query for the rest.
+    pub fn system_topics(&self) -> TopicList {
+        let t = self.tables.read();
+        let mut list = topic_list(
+            t.cluster_addr_table
+                .iter()
+                .flat_map(|(cluster, names)| std::iter::once(cluster).chain(names.iter()))
+                .cloned(),
+        );
+        list.broker_addr = t
+            .broker_addr_table
+            .values()
+            .find_map(|bd| bd.broker_addrs.values().next().cloned());
+        list
+    }
+
+    /// Topics whose sys flag has the unit bit.
+    pub fn unit_topics(&self) -> TopicList {
+        self.topics_by_sys_flag(|flag| flag & TOPIC_SYS_FLAG_UNIT != 0)
+    }
+
+    /// Topics whose sys flag has the unit-sub bit.
+    pub fn has_unit_sub_topics(&self) -> TopicList {
+        self.topics_by_sys_flag(|flag| flag & TOPIC_SYS_FLAG_UNIT_SUB != 0)
+    }
+
+    /// Topics with the unit-sub bit but not the unit bit.
+    pub fn has_unit_sub_non_unit_topics(&self) -> TopicList {
+        self.topics_by_sys_flag(|flag| {
+            flag & TOPIC_SYS_FLAG_UNIT == 0 && flag & TOPIC_SYS_FLAG_UNIT_SUB != 0
+        })
+    }
+
+    fn topics_by_sys_flag(&self, keep: impl Fn(i32) -> bool) -> TopicList {
+        let t = self.tables.read();
+        topic_list(
+            t.topic_queue_table
+                .iter()
+                .filter(|(_, queues)| {
+                    queues
+                        .values()
+                        .next()
+                        .is_some_and(|qd| keep(qd.topic_sys_flag))
+                })
+                .map(|(topic, _)| topic.clone()),
+        )
+    }
+
+    /// WIPE_WRITE_PERM_OF_BROKER: clears the WRITE bit of every queue of `broker_name`
+    /// (producers drain away before maintenance). Returns the number of topics touched.
+    pub fn wipe_write_perm(&self, broker_name: &str) -> usize {
+        self.update_perm_of_broker(broker_name, |p| p & !perm::PERM_WRITE)
+    }
+
+    /// ADD_WRITE_PERM_OF_BROKER: sets every queue of `broker_name` back to READ|WRITE. Returns
+    /// the number of topics touched.
+    pub fn add_write_perm(&self, broker_name: &str) -> usize {
+        self.update_perm_of_broker(broker_name, |_| perm::PERM_READ_WRITE)
+    }
+
+    fn update_perm_of_broker(&self, broker_name: &str, f: impl Fn(i32) -> i32) -> usize {
+        let mut t = self.tables.write();
+        let mut count = 0;
+        for queues in t.topic_queue_table.values_mut() {
+            if let Some(qd) = queues.get_mut(broker_name) {
+                qd.perm = f(qd.perm);
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// The broker set registered under `broker_name`.
+    pub fn broker_data(&self, broker_name: &str) -> Option<BrokerData> {
+        self.tables
+            .read()
+            .broker_addr_table
+            .get(broker_name)
+            .cloned()
+    }
+
+    /// Number of broker processes currently registered.
+    pub fn live_broker_count(&self) -> usize {
+        self.tables.read().broker_live_table.len()
+    }
+
+    /// Whether the broker at `broker_addr` of `cluster_name` is registered.
+    pub fn is_broker_live(&self, cluster_name: &str, broker_addr: &str) -> bool {
+        self.tables
+            .read()
+            .broker_live_table
+            .contains_key(&BrokerAddrInfo::new(cluster_name, broker_addr))
+    }
+}
+
+fn clamp_timeout(millis: i64) -> i64 {
+    millis.clamp(1, MAX_HEARTBEAT_TIMEOUT_MILLIS)
+}
+
+/// The topic's name: the config's own, or the map key when a peer left it out.
+fn topic_name<'a>(key: &'a str, config: &'a TopicConfig) -> &'a str {
+    if config.topic_name.is_empty() {
+        key
+    } else {
+        &config.topic_name
+    }
+}
+
+fn queue_data(broker_name: &str, config: &TopicConfig) -> QueueData {
+    QueueData {
+        broker_name: broker_name.to_string(),
+        read_queue_nums: config.read_queue_nums,
+        write_queue_nums: config.write_queue_nums,
+        perm: config.perm,
+        topic_sys_flag: config.topic_sys_flag,
+    }
+}
+
+fn topic_list(topics: impl Iterator<Item = String>) -> TopicList {
+    TopicList {
+        topic_list: topics.collect(),
+        broker_addr: None,
+    }
+}
+
+/// Removes the broker at `key`, finding its name in the broker table. Returns its connection.
+fn remove_by_addr_locked(t: &mut Tables, key: &BrokerAddrInfo) -> Option<Channel> {
+    let broker_name = t
+        .broker_addr_table
+        .values()
+        .find(|bd| {
+            bd.cluster == key.cluster_name
+                && bd.broker_addrs.values().any(|a| *a == key.broker_addr)
+        })
+        .map(|bd| bd.broker_name.clone());
+    match broker_name {
+        Some(name) => unregister_locked(t, &key.cluster_name, &key.broker_addr, &name).flatten(),
+        None => {
+            t.filter_server_table.remove(key);
+            t.broker_live_table
+                .remove(key)
+                .and_then(|live| live.channel)
+        }
+    }
+}
+
+/// Removes one broker process; drops its broker name (and the name's queues) when it was the
+/// last of its set. `None` when nothing was registered; otherwise the live entry's connection.
+fn unregister_locked(
+    t: &mut Tables,
+    cluster_name: &str,
+    broker_addr: &str,
+    broker_name: &str,
+) -> Option<Option<Channel>> {
+    let key = BrokerAddrInfo::new(cluster_name, broker_addr);
+    let live = t.broker_live_table.remove(&key);
+    t.filter_server_table.remove(&key);
+    let mut found = live.is_some();
+    let mut name_removed = false;
+    if let Some(bd) = t.broker_addr_table.get_mut(broker_name) {
+        let before = bd.broker_addrs.len();
+        bd.broker_addrs.retain(|_, addr| addr != broker_addr);
+        found |= bd.broker_addrs.len() != before;
+        if bd.broker_addrs.is_empty() {
+            t.broker_addr_table.remove(broker_name);
+            name_removed = true;
+        }
+    }
+    if name_removed {
+        if let Some(names) = t.cluster_addr_table.get_mut(cluster_name) {
+            names.remove(broker_name);
+            if names.is_empty() {
+                t.cluster_addr_table.remove(cluster_name);
+            }
+        }
+        t.topic_queue_table.retain(|_, queues| {
+            queues.remove(broker_name);
+            !queues.is_empty()
+        });
+        tracing::info!(
+            cluster = cluster_name,
+            broker = broker_name,
+            "broker name removed with its routes"
+        );
+    } else if let Some(bd) = t.broker_addr_table.get(broker_name)
+        && bd.enable_acting_master
+        && bd
+            .broker_addrs
+            .keys()
+            .next()
+            .is_none_or(|min| *min > MASTER_ID)
+    {
+        // The master left a set in acting-master mode: nobody may write to it any more.
+        for queues in t.topic_queue_table.values_mut() {
+            if let Some(qd) = queues.get_mut(broker_name) {
+                qd.perm &= !perm::PERM_WRITE;
+            }
+        }
+    }
+    found.then(|| live.and_then(|l| l.channel))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    use super::*;
+
+    struct ManualClock(AtomicI64);
+
+    impl ManualClock {
+        fn advance(&self, millis: i64) {
+            self.0.fetch_add(millis, Ordering::SeqCst);
+        }
+    }
+
+    impl Clock for ManualClock {
+        fn now_millis(&self) -> i64 {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    const CLUSTER: &str = "DefaultCluster";
+    const EXPIRY: i64 = 120_000;
+
+    fn manager() -> (RouteInfoManager, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock(AtomicI64::new(1_700_000_000_000)));
+        (RouteInfoManager::with_clock(EXPIRY, clock.clone()), clock)
+    }
+
+    fn version(counter: i64) -> DataVersion {
+        DataVersion {
+            timestamp: 1_000,
+            counter,
+            state_version: 0,
+        }
+    }
+
+    fn registration(
+        name: &str,
+        id: i64,
+        addr: &str,
+        topics: &[(&str, i32)],
+        counter: i64,
+    ) -> BrokerRegistration {
+        let table: HashMap<String, TopicConfig> = topics
+            .iter()
+            .map(|(t, q)| ((*t).to_string(), TopicConfig::with_queues(*t, *q, *q, 6)))
+            .collect();
+        BrokerRegistration {
+            cluster_name: CLUSTER.into(),
+            broker_addr: addr.into(),
+            broker_name: name.into(),
+            broker_id: id,
+            ha_server_addr: format!("{addr}-ha"),
+            topic_config_wrapper: TopicConfigSerializeWrapper {
+                topic_config_table: table,
+                data_version: version(counter),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn queue_nums(m: &RouteInfoManager, topic: &str) -> Vec<(String, i32, i32)> {
+        m.pickup_topic_route(topic)
+            .map(|r| {
+                r.queue_datas
+                    .iter()
+                    .map(|q| (q.broker_name.clone(), q.write_queue_nums, q.perm))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn register_master_publishes_routes() {
+        let (m, _) = manager();
+        let r = m
+            .register_broker(registration(
+                "broker-a",
+                0,
+                "10.0.0.1:10911",
+                &[("T1", 4), ("T2", 8)],
+                1,
+            ))
+            .unwrap();
+        assert_eq!(r, RegisterBrokerResult::default());
+        let route = m.pickup_topic_route("T1").unwrap();
+        assert_eq!(route.queue_datas.len(), 1);
+        assert_eq!(route.queue_datas[0].write_queue_nums, 4);
+        assert_eq!(route.broker_datas[0].master_addr(), Some("10.0.0.1:10911"));
+        assert_eq!(route.broker_datas[0].cluster, CLUSTER);
+        assert_eq!(queue_nums(&m, "T2"), vec![("broker-a".into(), 8, 6)]);
+        assert!(m.pickup_topic_route("T3").is_none());
+        let topics: Vec<_> = m.all_topics().topic_list.into_iter().collect();
+        assert_eq!(topics, vec!["T1", "T2"]);
+        let info = m.cluster_info();
+        assert_eq!(
+            info.cluster_addr_table[CLUSTER],
+            vec!["broker-a".to_string()]
+        );
+    }
+
+    #[test]
+    fn topics_are_rewritten_only_when_the_data_version_changes() {
+        let (m, _) = manager();
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 4), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        // Same version, different content: ignored (the broker promised nothing changed).
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 16), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        assert_eq!(queue_nums(&m, "T1"), vec![("broker-a".into(), 4, 6)]);
+        // New version: applied.
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 16), ("T2", 4)],
+            2,
+        ))
+        .unwrap();
+        assert_eq!(queue_nums(&m, "T1"), vec![("broker-a".into(), 16, 6)]);
+        // A topic unknown on this broker is added even under an unchanged version.
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 16), ("T9", 2)],
+            2,
+        ))
+        .unwrap();
+        assert_eq!(queue_nums(&m, "T9"), vec![("broker-a".into(), 2, 6)]);
+        let (changed, current) = m.query_data_version(CLUSTER, "a:1", &version(2));
+        assert!(!changed);
+        assert_eq!(current, Some(version(2)));
+        assert!(m.query_data_version(CLUSTER, "a:1", &version(3)).0);
+        assert_eq!(
+            m.query_data_version(CLUSTER, "nobody:1", &version(2)),
+            (true, None)
+        );
+    }
+
+    #[test]
+    fn slaves_do_not_write_routes_and_learn_their_master() {
+        let (m, _) = manager();
+        // A slave before its master (old broker: no acting master): no routes, no master.
+        let r = m
+            .register_broker(registration(
+                "broker-a",
+                1,
+                "a:2",
+                &[("T1", 4), ("T2", 4)],
+                1,
+            ))
+            .unwrap();
+        assert_eq!(r, RegisterBrokerResult::default());
+        assert!(m.pickup_topic_route("T1").is_none());
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 4), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        let r = m
+            .register_broker(registration(
+                "broker-a",
+                1,
+                "a:2",
+                &[("T1", 99), ("T2", 4)],
+                2,
+            ))
+            .unwrap();
+        assert_eq!(r.master_addr.as_deref(), Some("a:1"));
+        assert_eq!(r.ha_server_addr.as_deref(), Some("a:1-ha"));
+        assert_eq!(queue_nums(&m, "T1"), vec![("broker-a".into(), 4, 6)]);
+        let bd = m.broker_data("broker-a").unwrap();
+        assert_eq!(bd.broker_addrs.len(), 2);
+        assert_eq!(m.live_broker_count(), 2);
+    }
+
+    #[test]
+    fn acting_master_prime_slave_publishes_read_only_routes() {
+        let (m, _) = manager();
+        let mut reg = registration("broker-a", 1, "a:2", &[("T1", 4), ("T2", 4)], 1);
+        reg.enable_acting_master = Some(true);
+        m.register_broker(reg).unwrap();
+        assert_eq!(
+            queue_nums(&m, "T1"),
+            vec![("broker-a".into(), 4, perm::PERM_READ)]
+        );
+        assert!(m.broker_data("broker-a").unwrap().enable_acting_master);
+    }
+
+    #[test]
+    fn single_topic_from_unknown_broker_id_is_refused() {
+        let (m, _) = manager();
+        let err = m
+            .register_broker(registration("broker-a", 0, "a:1", &[("T1", 4)], 1))
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            RouteError::UnregisteredBrokerSingleTopic { broker_id: 0, .. }
+        ));
+        assert!(m.broker_data("broker-a").is_none());
+        assert!(m.cluster_info().cluster_addr_table.is_empty());
+        // Once registered, a single-topic update is fine.
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 4), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        m.register_broker(registration("broker-a", 0, "a:1", &[("T3", 4)], 2))
+            .unwrap();
+        assert_eq!(queue_nums(&m, "T3"), vec![("broker-a".into(), 4, 6)]);
+    }
+
+    #[test]
+    fn unregister_removes_addresses_then_names_and_routes() {
+        let (m, _) = manager();
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 4), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        m.register_broker(registration(
+            "broker-a",
+            1,
+            "a:2",
+            &[("T1", 4), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        m.register_broker(registration(
+            "broker-b",
+            0,
+            "b:1",
+            &[("T1", 2), ("TB", 2)],
+            1,
+        ))
+        .unwrap();
+        assert_eq!(queue_nums(&m, "T1").len(), 2);
+
+        assert!(m.unregister_broker(CLUSTER, "a:1", "broker-a"));
+        // The slave keeps broker-a (and its queues) alive, without a master.
+        let bd = m.broker_data("broker-a").unwrap();
+        assert_eq!(bd.master_addr(), None);
+        assert_eq!(queue_nums(&m, "T1").len(), 2);
+        assert!(m.unregister_broker(CLUSTER, "a:2", "broker-a"));
+        assert!(m.broker_data("broker-a").is_none());
+        assert_eq!(queue_nums(&m, "T1"), vec![("broker-b".into(), 2, 6)]);
+        assert!(m.pickup_topic_route("T2").is_none());
+        assert!(!m.unregister_broker(CLUSTER, "a:2", "broker-a"));
+        assert!(m.unregister_broker(CLUSTER, "b:1", "broker-b"));
+        assert!(m.all_topics().topic_list.is_empty());
+        assert!(m.cluster_info().cluster_addr_table.is_empty());
+        assert_eq!(m.live_broker_count(), 0);
+    }
+
+    #[test]
+    fn expiry_uses_the_clock_and_the_broker_timeout() {
+        let (m, clock) = manager();
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 4), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        let mut short = registration("broker-b", 0, "b:1", &[("TB", 4), ("T2", 4)], 1);
+        short.heartbeat_timeout_millis = Some(10_000);
+        m.register_broker(short).unwrap();
+
+        clock.advance(10_000);
+        assert!(
+            m.scan_not_active_brokers().is_empty(),
+            "exactly at the limit is still alive"
+        );
+        clock.advance(1);
+        assert_eq!(
+            m.scan_not_active_brokers(),
+            vec![BrokerAddrInfo::new(CLUSTER, "b:1")]
+        );
+        assert!(m.pickup_topic_route("TB").is_none());
+        assert_eq!(queue_nums(&m, "T2"), vec![("broker-a".into(), 4, 6)]);
+
+        // A re-registration (or an unchanged QUERY_DATA_VERSION) restarts the countdown.
+        clock.advance(EXPIRY - 20_000);
+        assert!(!m.query_data_version(CLUSTER, "a:1", &version(1)).0);
+        clock.advance(EXPIRY);
+        assert!(m.scan_not_active_brokers().is_empty());
+        clock.advance(1);
+        assert_eq!(m.scan_not_active_brokers().len(), 1);
+        assert_eq!(m.live_broker_count(), 0);
+        assert!(m.all_topics().topic_list.is_empty());
+    }
+
+    #[test]
+    fn delete_topic_whole_or_per_cluster() {
+        let (m, _) = manager();
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 4), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        let mut other = registration("broker-x", 0, "x:1", &[("T1", 4), ("T2", 4)], 1);
+        other.cluster_name = "Other".into();
+        m.register_broker(other).unwrap();
+        assert_eq!(m.topics_by_cluster("Other").topic_list.len(), 2);
+        assert!(m.topics_by_cluster("Nope").topic_list.is_empty());
+        assert!(m.delete_topic("T1", Some("Other")));
+        assert_eq!(queue_nums(&m, "T1"), vec![("broker-a".into(), 4, 6)]);
+        assert!(!m.delete_topic("T1", Some("Nope")));
+        assert!(m.delete_topic("T1", None));
+        assert!(m.pickup_topic_route("T1").is_none());
+        assert!(!m.delete_topic("T1", None));
+        let sys: Vec<_> = m.system_topics().topic_list.into_iter().collect();
+        assert_eq!(sys, vec!["DefaultCluster", "Other", "broker-a", "broker-x"]);
+        assert_eq!(m.system_topics().broker_addr.as_deref(), Some("a:1"));
+    }
+
+    #[test]
+    fn write_perm_and_unit_flags() {
+        let (m, _) = manager();
+        let mut reg = registration("broker-a", 0, "a:1", &[("T1", 4), ("U", 4)], 1);
+        if let Some(u) = reg.topic_config_wrapper.topic_config_table.get_mut("U") {
+            u.topic_sys_flag = TOPIC_SYS_FLAG_UNIT_SUB;
+        }
+        m.register_broker(reg).unwrap();
+        assert_eq!(m.wipe_write_perm("broker-a"), 2);
+        assert_eq!(
+            queue_nums(&m, "T1"),
+            vec![("broker-a".into(), 4, perm::PERM_READ)]
+        );
+        assert_eq!(m.add_write_perm("broker-a"), 2);
+        assert_eq!(queue_nums(&m, "T1"), vec![("broker-a".into(), 4, 6)]);
+        assert_eq!(m.wipe_write_perm("nobody"), 0);
+        assert!(m.unit_topics().topic_list.is_empty());
+        assert_eq!(m.has_unit_sub_topics().topic_list.len(), 1);
+        assert_eq!(m.has_unit_sub_non_unit_topics().topic_list.len(), 1);
+    }
+
+    #[test]
+    fn register_topic_needs_known_brokers() {
+        let (m, _) = manager();
+        let qd = QueueData {
+            broker_name: "broker-a".into(),
+            read_queue_nums: 2,
+            write_queue_nums: 2,
+            perm: 6,
+            topic_sys_flag: 0,
+        };
+        assert!(!m.register_topic("R", vec![qd.clone()]));
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:1",
+            &[("T1", 4), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        assert!(m.register_topic("R", vec![qd.clone()]));
+        assert!(!m.register_topic("R", vec![qd]));
+        assert_eq!(queue_nums(&m, "R"), vec![("broker-a".into(), 2, 6)]);
+    }
+
+    #[test]
+    fn address_moving_to_a_new_id_leaves_its_old_id() {
+        let (m, _) = manager();
+        m.register_broker(registration(
+            "broker-a",
+            1,
+            "a:2",
+            &[("T1", 4), ("T2", 4)],
+            1,
+        ))
+        .unwrap();
+        // The slave is promoted: same address, id 0.
+        m.register_broker(registration(
+            "broker-a",
+            0,
+            "a:2",
+            &[("T1", 4), ("T2", 4)],
+            2,
+        ))
+        .unwrap();
+        let bd = m.broker_data("broker-a").unwrap();
+        assert_eq!(bd.broker_addrs.len(), 1);
+        assert_eq!(bd.master_addr(), Some("a:2"));
+    }
+
+    #[test]
+    fn filter_server_bound_is_enforced() {
+        let (m, _) = manager();
+        let mut reg = registration("broker-a", 0, "a:1", &[("T1", 4), ("T2", 4)], 1);
+        reg.filter_server_list = vec!["f:1".into(); MAX_FILTER_SERVERS_PER_BROKER + 1];
+        assert!(matches!(
+            m.register_broker(reg),
+            Err(RouteError::TooManyFilterServers { .. })
+        ));
+        assert_eq!(m.live_broker_count(), 0);
+        let mut reg = registration("broker-a", 0, "a:1", &[("T1", 4), ("T2", 4)], 1);
+        reg.filter_server_list = vec!["f:1".into()];
+        m.register_broker(reg).unwrap();
+        let route = m.pickup_topic_route("T1").unwrap();
+        assert_eq!(route.filter_server_table["a:1"], vec!["f:1".to_string()]);
+    }
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Interop tests against real Apache RocketMQ peers; scripts/test.sh runs this file when it is executable.
+#
+# A fresh CI machine has Rust but maybe not the JVM tools: if `java` (17 or newer) or `mvn` is missing,
+# they are installed from Debian's packages (the machine runs as root). Maven then fetches the Apache
+# RocketMQ jars from Maven Central into ~/.m2 on first use.
+#
+# Suites run in order; every suite runs even if an earlier one failed, and the last line counts them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Oldest JDK the interop Maven projects compile for (maven.compiler.release).
+MIN_JAVA_MAJOR=17
+
+java_major() {
+    # `java -version` prints e.g. openjdk version "17.0.15" 2025-04-15 (or "1.8.0_x" for Java 8).
+    java -version 2>&1 | sed -n 's/.* version "\([0-9]*\)\(\.\([0-9]*\)\)\{0,1\}.*/\1 \3/p' | head -1 |
+        awk '{ print ($1 == 1) ? $2 : $1 }'
+}
+
+ensure_tools() {
+    local missing=()
+    if ! command -v java >/dev/null || (($(java_major || echo 0) < MIN_JAVA_MAJOR)); then
+        missing+=(java)
+    fi
+    command -v mvn >/dev/null || missing+=(mvn)
+    command -v python3 >/dev/null || missing+=(python3)
+    ((${#missing[@]} == 0)) && return 0
+    echo "interop: installing ${missing[*]} (apt-get)"
+    command -v apt-get >/dev/null || { echo "interop: no apt-get to install ${missing[*]}" >&2; return 1; }
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -q
+    local jdk=openjdk-17-jdk-headless
+    # Newer Debian releases dropped 17; any default JDK of 17 or later will do.
+    apt-cache show "$jdk" >/dev/null 2>&1 || jdk=default-jdk-headless
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q maven "$jdk" python3
+    command -v java >/dev/null && command -v mvn >/dev/null && command -v python3 >/dev/null
+}
+
+ensure_tools
+
+SUITES=(
+    interop/store-compat/run.sh
+)
+passed=0
+failed=0
+for suite in "${SUITES[@]}"; do
+    echo "== interop: $suite"
+    if "$suite"; then
+        passed=$((passed + 1))
+    else
+        echo "interop: $suite FAILED" >&2
+        failed=$((failed + 1))
+    fi
+done
+echo "interop: $passed passed, $failed failed"
+((failed == 0))
