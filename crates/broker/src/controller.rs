@@ -308,6 +308,19 @@ impl std::fmt::Debug for BrokerHandle {
     }
 }
 
+impl Drop for BrokerHandle {
+    /// A handle dropped without [`BrokerHandle::shutdown`] still stops serving and stops the
+    /// background tasks (which would otherwise keep the broker alive); the store then closes as
+    /// after a crash, keeping its `abort` marker so the next start recovers.
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            tracing::warn!(broker = %self.identity.broker_name, "broker handle dropped without shutdown");
+            server.begin_shutdown();
+            self.ctx.shutdown.cancel();
+        }
+    }
+}
+
 impl BrokerHandle {
     /// The address the listener is bound to (the real port when `listenPort` was 0).
     pub fn local_addr(&self) -> SocketAddr {

@@ -31,6 +31,7 @@ use std::time::Duration;
 use comet_protocol::RemotingCommand;
 use comet_remoting::Channel;
 use comet_store::{MessageArrival, MessageArrivingListener};
+use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
@@ -285,7 +286,10 @@ impl PullRequestHoldService {
         }
     }
 
-    /// Answers every held pull once from the store (shutdown).
+    /// Answers every held pull once from the store (shutdown). The responses are computed and
+    /// queued on their connections before this returns, so that a server shutting down right
+    /// after still flushes them; only a response whose connection's write queue is full is left
+    /// to a background task.
     pub fn answer_all_now(&self) {
         let all: Vec<HeldPull> = {
             let mut table = self.table.lock();
@@ -298,7 +302,42 @@ impl PullRequestHoldService {
         };
         self.release(all.len());
         for pull in all {
+            self.answer_inline(pull);
+        }
+    }
+
+    /// Re-runs a held pull on the calling thread and queues the response without waiting; falls
+    /// back to a task when the write queue has no room (or there is no runtime here).
+    fn answer_inline(&self, pull: HeldPull) {
+        if tokio::runtime::Handle::try_current().is_err() {
             self.answer(pull);
+            return;
+        }
+        self.woken.fetch_add(1, Ordering::Relaxed);
+        let Some(ctx) = self.context() else {
+            return;
+        };
+        let HeldPull {
+            request, channel, ..
+        } = pull;
+        let Some(response) = respond_to(&ctx, &channel, &request) else {
+            return;
+        };
+        match channel.send_response(response.clone()).now_or_never() {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                tracing::debug!(peer = %channel.remote_addr(), error = %e, "held pull response not delivered");
+            }
+            None => {
+                if let Some(runtime) = self.runtime.get() {
+                    runtime.spawn(async move {
+                        if let Err(e) = channel.send_response(response).await {
+                            tracing::debug!(peer = %channel.remote_addr(), error = %e,
+                                "held pull response not delivered");
+                        }
+                    });
+                }
+            }
         }
     }
 
@@ -333,16 +372,26 @@ impl PullRequestHoldService {
             let HeldPull {
                 request, channel, ..
             } = pull;
-            let Some(mut response) = pull::process_pull(&ctx, &channel, &request, false) else {
+            let Some(response) = respond_to(&ctx, &channel, &request) else {
                 return;
             };
-            response.opaque = request.opaque;
-            response.serialize_type = request.serialize_type;
             if let Err(e) = channel.send_response(response).await {
                 tracing::debug!(peer = %channel.remote_addr(), error = %e, "held pull response not delivered");
             }
         });
     }
+}
+
+/// The response of a held pull re-run without suspension, addressed to the original request.
+fn respond_to(
+    ctx: &Arc<BrokerContext>,
+    channel: &Channel,
+    request: &RemotingCommand,
+) -> Option<RemotingCommand> {
+    let mut response = pull::process_pull(ctx, channel, request, false)?;
+    response.opaque = request.opaque;
+    response.serialize_type = request.serialize_type;
+    Some(response)
 }
 
 /// The store's arriving listener: forwards each dispatched message to the hold service.
@@ -368,5 +417,100 @@ impl MessageArrivingListener for NotifyMessageArrivingListener {
                 Some(arrival.tags_code),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::housekeeping::test_channels;
+    use comet_protocol::body::SubscriptionData;
+    use comet_protocol::message::tags_hash;
+
+    fn held(channel: &Channel, offset: i64, expr: &str, hold_time: Duration) -> HeldPull {
+        HeldPull {
+            request: RemotingCommand::request(11),
+            channel: channel.clone(),
+            pull_from_offset: offset,
+            filter: TagFilter::new(&SubscriptionData::from_tag_expression("T", expr, 1)),
+            suspended_at: Instant::now(),
+            hold_time,
+        }
+    }
+
+    const LONG: Duration = Duration::from_secs(30);
+
+    #[tokio::test]
+    async fn arrival_wakes_only_matching_pulls_behind_the_new_max() {
+        let (_guard, chans) = test_channels(1).await;
+        let service = PullRequestHoldService::new(true, 1000);
+        assert!(
+            service
+                .hold("T", 0, held(&chans[0], 5, "TagA", LONG))
+                .is_ok()
+        );
+        assert!(
+            service
+                .hold("T", 0, held(&chans[0], 5, "TagB", LONG))
+                .is_ok()
+        );
+        assert!(service.hold("T", 0, held(&chans[0], 9, "*", LONG)).is_ok());
+        assert!(service.hold("T", 1, held(&chans[0], 5, "*", LONG)).is_ok());
+        assert_eq!(service.held_count(), 4);
+
+        // Offset 5 arrives with TagA: only the TagA pull at 5 is behind the new max and matches.
+        service.notify_message_arriving("T", 0, 6, Some(tags_hash("TagA")));
+        assert_eq!(service.held_count(), 3);
+        assert_eq!(service.answered_count(), 1);
+        // Unknown tags (the timer path) wake everything behind the max.
+        service.notify_message_arriving("T", 0, 6, None);
+        assert_eq!(service.held_count(), 2);
+        // Other topics and queues are untouched.
+        service.notify_message_arriving("U", 0, 100, None);
+        assert_eq!(service.held_count(), 2);
+    }
+
+    #[tokio::test]
+    async fn expired_pulls_are_answered_and_closed_channels_dropped() {
+        let (_guard, chans) = test_channels(2).await;
+        let service = PullRequestHoldService::new(true, 1000);
+        assert!(
+            service
+                .hold("T", 0, held(&chans[0], 5, "*", Duration::ZERO))
+                .is_ok()
+        );
+        assert!(service.hold("T", 0, held(&chans[1], 5, "*", LONG)).is_ok());
+        // Nothing new, but the first pull's hold time is over.
+        service.notify_message_arriving("T", 0, 5, None);
+        assert_eq!(service.held_count(), 1);
+        assert_eq!(service.drop_channel(&chans[1]), 1);
+        assert_eq!(service.held_count(), 0);
+        assert_eq!(service.drop_channel(&chans[1]), 0);
+    }
+
+    #[tokio::test]
+    async fn the_table_is_bounded_per_queue() {
+        let (_guard, chans) = test_channels(1).await;
+        let service = PullRequestHoldService::new(true, 1000);
+        for _ in 0..MAX_HELD_PULLS_PER_QUEUE {
+            assert!(service.hold("T", 0, held(&chans[0], 0, "*", LONG)).is_ok());
+        }
+        assert!(service.hold("T", 0, held(&chans[0], 0, "*", LONG)).is_err());
+        assert!(service.hold("T", 1, held(&chans[0], 0, "*", LONG)).is_ok());
+        assert_eq!(service.held_count(), MAX_HELD_PULLS_PER_QUEUE + 1);
+        service.answer_all_now();
+        assert_eq!(service.held_count(), 0);
+    }
+
+    #[test]
+    fn hold_time_follows_the_polling_mode() {
+        let long = PullRequestHoldService::new(true, 1000);
+        assert_eq!(long.hold_time(15_000), Duration::from_secs(15));
+        assert_eq!(long.hold_time(-5), Duration::ZERO);
+        assert_eq!(long.hold_time(i64::MAX), MAX_SUSPEND_TIMEOUT);
+        assert_eq!(long.check_interval(), LONG_POLLING_CHECK_INTERVAL);
+        let short = PullRequestHoldService::new(false, 700);
+        assert_eq!(short.hold_time(15_000), Duration::from_millis(700));
+        assert_eq!(short.check_interval(), Duration::from_millis(700));
     }
 }

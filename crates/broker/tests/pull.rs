@@ -6,7 +6,6 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use comet_protocol::RemotingCommand;
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{
@@ -19,6 +18,9 @@ use comet_protocol::message::record::decode_records;
 use common::{TestBroker, heartbeat, send_batch, send_v1, send_v2, wait_until};
 
 const TOPIC: &str = "PullTopic";
+
+/// A body and the properties it was sent with.
+type SentMessage = (Vec<u8>, Vec<(&'static str, &'static str)>);
 
 fn now_millis() -> i64 {
     std::time::SystemTime::now()
@@ -113,7 +115,7 @@ async fn send_ok(broker: &TestBroker, request: RemotingCommand) -> SendMessageRe
 #[tokio::test]
 async fn send_then_pull_back_byte_identical() {
     let broker = TestBroker::start().await;
-    let sent: Vec<(Vec<u8>, Vec<(&str, &str)>)> = vec![
+    let sent: Vec<SentMessage> = vec![
         (
             b"first body".to_vec(),
             vec![("TAGS", "TagA"), ("KEYS", "k1 k2"), ("WAIT", "true")],
@@ -438,9 +440,11 @@ async fn long_poll_is_woken_by_a_send() {
 #[tokio::test]
 async fn held_pulls_are_answered_at_shutdown_and_dropped_on_close() {
     let broker = TestBroker::start().await;
+    send_ok(&broker, send_v2(TOPIC, 0, b"seed", &[])).await;
+    wait_max_offset(&broker, TOPIC, 0, 1).await;
     // A pull held on a connection that then closes is dropped from the table.
     let other = comet_remoting::RemotingClient::new(comet_remoting::ClientConfig::default());
-    let mut pull = Pull::new("close_group", TOPIC, 0);
+    let mut pull = Pull::new("close_group", TOPIC, 1);
     pull.suspend_ms = Some(30_000);
     let (client, addr, request) = (other.clone(), broker.addr.clone(), pull.build());
     let _pending =
@@ -564,6 +568,27 @@ async fn query_by_key_unique_key_and_view_by_offset() {
             .as_deref()
             .is_some_and(|r| r.contains("can not find message by the offset"))
     );
-    let _ = Bytes::new();
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn short_polling_answers_after_the_short_hold() {
+    let broker = TestBroker::start_with(|c| {
+        c.long_polling_enable = false;
+        c.short_polling_time_mills = 200;
+    })
+    .await;
+    send_ok(&broker, send_v2(TOPIC, 0, b"seed", &[])).await;
+    wait_max_offset(&broker, TOPIC, 0, 1).await;
+    let mut pull = Pull::new("short_group", TOPIC, 1);
+    // Asks for 30 s; short polling holds for shortPollingTimeMills instead.
+    pull.suspend_ms = Some(30_000);
+    let rsp = broker
+        .client
+        .invoke(&broker.addr, pull.build(), Duration::from_secs(20))
+        .await
+        .expect("answered by the short-polling timer, well before the 20 s guard");
+    assert_eq!(rsp.code, ResponseCode::PullNotFound.code());
+    assert_eq!(rsp.remark.as_deref(), Some("OFFSET_OVERFLOW_ONE"));
     broker.shutdown().await;
 }

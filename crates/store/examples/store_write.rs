@@ -47,6 +47,8 @@ const TOPICS: [&str; 3] = [
 const QUEUES_PER_TOPIC: i32 = 4;
 /// Tags cycled through.
 const TAGS: [&str; 3] = ["TagA", "TagB", "TagC"];
+/// Consecutive messages sharing a tag before the next tag is used.
+const TAG_RUN: usize = 12;
 /// Default number of messages.
 const DEFAULT_COUNT: usize = 2000;
 /// Smallest and largest random body; the average (~1.6 KiB) spreads 2,000 messages over several
@@ -196,10 +198,10 @@ fn plan(i: usize, rng: &mut Rng, ids: &UniqIdGenerator) -> Planned {
         rng.bytes(len)
     };
     let mut properties = Properties::new();
-    properties.insert(keys::TAGS, TAGS[(i / 12) % TAGS.len()]);
+    properties.insert(keys::TAGS, TAGS[(i / TAG_RUN) % TAGS.len()]);
     properties.insert(keys::KEYS, format!("wk-{i} wshared-{}", i % SHARED_KEYS));
     properties.insert(keys::UNIQ_KEY, ids.next_id());
-    let wait = if i % WAIT_FALSE_EVERY == 0 {
+    let wait = if i.is_multiple_of(WAIT_FALSE_EVERY) {
         "false"
     } else {
         "true"

@@ -21,10 +21,10 @@ use comet_store::mapped_file::file_name;
 use comet_store::{FlushDiskType, GetMessageStatus, MessageStore, PutMessageStatus};
 use common::*;
 
-const RECORDS: usize = 420;
+const RECORDS: usize = 300;
 /// How many of the newest records the damage is applied to.
 const DAMAGED_TAIL_RECORDS: usize = 3;
-const FLIP_CASES: usize = 150;
+const FLIP_CASES: usize = 100;
 const WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]

@@ -585,3 +585,45 @@ fn second_open_is_refused_by_the_lock() {
         "clean shutdown removes abort"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_segments_and_disk_full_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut cfg = test_config(dir.path(), FlushDiskType::AsyncFlush);
+    // Any usage counts as "above the warning level": deletion runs now, unexpired files go
+    // (clean immediately) and writes are refused.
+    cfg.disk_space_warning_level_ratio = 0;
+    cfg.disk_space_clean_forcibly_ratio = 0;
+    cfg.delete_commit_log_files_interval = Duration::ZERO;
+    let store = MessageStore::open(cfg).unwrap_or_else(|e| panic!("{e}"));
+    let body = vec![3u8; 6000];
+    for _ in 0..40 {
+        store
+            .put_message(message("R", 0, body.clone(), None, None))
+            .await;
+    }
+    assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
+    let segments = store.commit_log().mapped_file_queue().file_count();
+    assert!(segments >= 4);
+    assert!(!store.is_disk_full());
+
+    let deleted = store.run_cleanup_once().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(deleted, segments - 1, "all but the newest segment");
+    assert!(store.is_disk_full());
+    let r = store
+        .put_message(message("R", 0, &b"refused"[..], None, None))
+        .await;
+    assert_eq!(r.status, PutMessageStatus::ServiceNotAvailable);
+
+    // The ConsumeQueue follows the CommitLog start.
+    let min = store.get_min_offset_in_queue("R", 0);
+    assert!(min > 0);
+    let first = store.get_commit_log_offset_in_queue("R", 0, min);
+    assert!(first >= store.min_phy_offset());
+    let r = store.get_message("g", "R", 0, 0, 4, 1 << 20, None);
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetMessageStatus::OffsetTooSmall, min)
+    );
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+}
