@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod broker;
 mod namesrv;
 mod serve;
 
@@ -24,6 +25,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run a stand-alone name server.
     Namesrv(namesrv::NamesrvArgs),
+    /// Run a stand-alone broker (RocketMQ broker.conf keys; `-n` names the name servers).
+    Broker(broker::BrokerArgs),
 }
 
 fn main() -> Result<()> {
@@ -43,6 +46,7 @@ fn main() -> Result<()> {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
             Command::Namesrv(args) => namesrv::run(args).await,
+            Command::Broker(args) => broker::run(args).await,
         }
     })
 }

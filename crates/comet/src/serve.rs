@@ -1,35 +1,69 @@
-//! `comet serve`: a name server and a broker in one process.
+//! `comet serve`: a name server and a broker in one process, zero configuration.
+//!
+//! The broker registers with the embedded name server, keeps its store under `<data-dir>/store`
+//! and advertises the address it listens on. Every broker.conf key can still be set with
+//! `-c`, `COMET_<KEY>` or `--set`, exactly as for `comet broker`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use comet_remoting::{RemotingServer, ServerConfig};
+use comet_broker::BrokerConfig;
+
+use crate::broker::BrokerArgs;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Name server listen address.
     #[arg(long, default_value = "127.0.0.1:9876", env = "COMET_NAMESRV_LISTEN")]
     pub namesrv_listen: String,
-    /// Broker listen address.
+    /// Broker listen address (its IP is also advertised as brokerIP1 unless that is set).
     #[arg(long, default_value = "127.0.0.1:10911", env = "COMET_BROKER_LISTEN")]
-    pub broker_listen: String,
-    /// Data directory (commit log, consume queues, config files).
+    pub broker_listen: SocketAddr,
+    /// Data directory (commit log, consume queues, config files, name server state).
     #[arg(long, default_value_os_t = crate::default_data_dir(), env = "COMET_DATA_DIR")]
     pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+}
+
+/// The embedded broker's base configuration before files, environment and flags apply.
+fn base_config(args: &ServeArgs, namesrv: SocketAddr) -> BrokerConfig {
+    BrokerConfig {
+        bind_address: args.broker_listen.ip(),
+        listen_port: args.broker_listen.port(),
+        broker_ip1: (!args.broker_listen.ip().is_unspecified()).then(|| args.broker_listen.ip()),
+        namesrv_addr: vec![namesrv.to_string()],
+        store_path_root_dir: args.data_dir.join("store"),
+        ..BrokerConfig::default()
+    }
 }
 
 pub async fn run(args: ServeArgs) -> Result<()> {
+    if args.broker.print_config {
+        let placeholder: SocketAddr = args
+            .namesrv_listen
+            .parse()
+            .with_context(|| format!("name server address {}", args.namesrv_listen))?;
+        let config = crate::broker::resolve(base_config(&args, placeholder), &args.broker)?;
+        print!("{}", config.to_properties());
+        return Ok(());
+    }
     let namesrv =
         crate::namesrv::start(&args.namesrv_listen, args.data_dir.join("namesrv")).await?;
-    let broker = RemotingServer::bind(ServerConfig::new(args.broker_listen.clone()))
-        .await
-        .with_context(|| format!("binding the broker on {}", args.broker_listen))?;
-    tracing::info!(namesrv = %namesrv.local_addr(), broker = %broker.local_addr(), data_dir = %args.data_dir.display(), "comet serving");
-    let broker = broker.start();
+    let config = crate::broker::resolve(base_config(&args, namesrv.local_addr()), &args.broker)?;
+    let broker = crate::broker::start(config).await?;
+    tracing::info!(
+        namesrv = %namesrv.local_addr(),
+        broker = %broker.local_addr(),
+        data_dir = %args.data_dir.display(),
+        "comet serving: point clients at namesrvAddr={}",
+        namesrv.local_addr()
+    );
     crate::wait_for_signal().await?;
     tracing::info!("shutting down");
-    broker.shutdown().await;
+    let result = broker.shutdown().await.context("broker shutdown");
     namesrv.shutdown().await;
-    Ok(())
+    result
 }
