@@ -1,0 +1,89 @@
+//! Errors of the client SDK.
+//!
+//! Callers need to tell apart the three ways a call fails, because each one is handled
+//! differently by the retry logic and by applications:
+//! - the broker/name server answered with a non-success code (`Broker`, RocketMQ's
+//!   `MQBrokerException`): the request reached a server and was refused;
+//! - the transport failed (`Remoting`): the request may not have reached anybody, so a producer
+//!   may retry it on another broker;
+//! - the client refused to act (`Client`, RocketMQ's `MQClientException`): bad arguments, no
+//!   route, wrong service state.
+
+use comet_protocol::ProtocolError;
+use comet_remoting::RemotingError;
+use thiserror::Error;
+
+#[derive(Debug, Clone, Error)]
+pub enum ClientError {
+    /// The server answered with response code `code`.
+    #[error("broker/name server at {addr} answered code {code}: {remark}")]
+    Broker {
+        addr: String,
+        code: i32,
+        remark: String,
+    },
+    /// The request could not be delivered or answered (connect failure, timeout, closed channel).
+    #[error(transparent)]
+    Remoting(#[from] RemotingError),
+    /// A response or a message could not be decoded.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// A producer or consumer with this group is already registered in this client instance.
+    #[error(
+        "the group {0} is already registered in this client instance; \
+         each producer/consumer group may be used once per client id \
+         (set a different instance name to run two of them in one process)"
+    )]
+    DuplicateGroup(String),
+    /// No route is known for the topic, neither on the name server nor via TBW102 auto-creation.
+    #[error(
+        "No route info of this topic: {topic}; check that the name server address {namesrv} is \
+         right and the topic exists or autoCreateTopicEnable is on"
+    )]
+    NoRoute { topic: String, namesrv: String },
+    /// No name server address is configured.
+    #[error(
+        "no name server address: set ClientConfig::namesrv_addr or the NAMESRV_ADDR environment variable"
+    )]
+    NoNameServer,
+    /// The operation needs a started (or not yet started) service.
+    #[error("service state is {state}, the operation needs {needed}")]
+    ServiceState { state: String, needed: String },
+    /// An argument was refused before anything was sent (empty topic, oversized body, ...).
+    #[error("illegal argument: {0}")]
+    IllegalArgument(String),
+    /// Every attempt of a send failed; `last` is the final failure.
+    #[error("send to topic {topic} failed after {attempts} attempt(s): {last}")]
+    SendFailed {
+        topic: String,
+        attempts: u32,
+        last: Box<ClientError>,
+    },
+    /// The client-side deadline of an operation spanning several attempts elapsed.
+    #[error("{operation} timed out after {timeout:?}")]
+    Timeout {
+        operation: String,
+        timeout: std::time::Duration,
+    },
+    /// Any other client-side failure.
+    #[error("{0}")]
+    Client(String),
+}
+
+impl ClientError {
+    /// The broker response code, when the server answered with one.
+    pub fn response_code(&self) -> Option<i32> {
+        match self {
+            ClientError::Broker { code, .. } => Some(*code),
+            ClientError::SendFailed { last, .. } => last.response_code(),
+            _ => None,
+        }
+    }
+
+    /// `true` for failures of the transport (connect, timeout, closed connection).
+    pub fn is_remoting(&self) -> bool {
+        matches!(self, ClientError::Remoting(_))
+    }
+}
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
