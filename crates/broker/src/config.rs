@@ -456,6 +456,17 @@ impl BrokerConfig {
     /// Parses `broker.conf` text over the defaults and validates the result.
     pub fn parse(text: &str) -> Result<ParsedConfig, ConfigError> {
         let mut config = BrokerConfig::default();
+        let unknown_keys = config.apply_text(text)?;
+        config.validate()?;
+        Ok(ParsedConfig {
+            config,
+            unknown_keys,
+        })
+    }
+
+    /// Applies the keys of `broker.conf` text over `self` (no validation) and returns the keys it
+    /// did not understand, in file order. Lets a caller layer a file over a non-default base.
+    pub fn apply_text(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
         let mut unknown_keys = Vec::new();
         for (line, logical) in logical_lines(text)? {
             let (key, value) = split_key_value(&logical);
@@ -465,15 +476,11 @@ impl BrokerConfig {
                     reason: "missing key".to_owned(),
                 });
             }
-            if !config.set(key, value)? {
+            if !self.set(key, value)? {
                 unknown_keys.push(key.to_owned());
             }
         }
-        config.validate()?;
-        Ok(ParsedConfig {
-            config,
-            unknown_keys,
-        })
+        Ok(unknown_keys)
     }
 
     /// Reads and parses a `broker.conf` file.

@@ -1,1 +1,32 @@
-//! comet-client: filled in by a later issue.
+//! # comet-client
+//!
+//! The client SDK of Comet, speaking Apache RocketMQ's remoting protocol so that it works against
+//! a Comet broker and an Apache RocketMQ broker alike.
+//!
+//! The structure follows the Java client, because its behaviour is what brokers and other clients
+//! depend on (queue selection, rebalance, heartbeats):
+//!
+//! - [`ClientConfig`] names the name servers and identifies the process (`ip@instance`).
+//! - [`MQClientInstance`] is the shared engine behind every producer and consumer with the same
+//!   client id: one connection pool, one route table, one heartbeat, one rebalance loop. The
+//!   process-wide [`MQClientManager`] hands out one instance per client id.
+//! - [`MQClientApi`] is one async function per RPC, mapping responses to typed results.
+//! - [`producer::DefaultMQProducer`] and the consumers in [`consumer`] sit on top.
+
+pub mod api;
+pub mod config;
+pub mod consumer;
+pub mod error;
+pub mod instance;
+pub mod message;
+pub mod producer;
+pub mod route;
+
+pub use api::{CommunicationMode, MQClientApi, PullResultExt, PullStatus, SendResult, SendStatus};
+pub use config::ClientConfig;
+pub use error::{ClientError, Result};
+pub use instance::{
+    FindBrokerResult, MQClientInstance, MQClientManager, MQConsumerInner, MQProducerInner,
+};
+pub use message::{Message, MessageExt, MessageQueue};
+pub use route::TopicPublishInfo;

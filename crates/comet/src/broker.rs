@@ -51,22 +51,16 @@ fn set(config: &mut BrokerConfig, key: &str, value: &str, source: &str) -> Resul
     Ok(())
 }
 
-/// Builds the effective configuration from `base` and the layers above it.
+/// Builds the effective configuration from `config` (the base) and the layers above it.
 pub fn resolve(mut config: BrokerConfig, args: &BrokerArgs) -> Result<BrokerConfig> {
     if let Some(path) = &args.config_file {
-        let parsed = BrokerConfig::load(path)
+        let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading broker config {}", path.display()))?;
-        for key in &parsed.unknown_keys {
+        let unknown = config
+            .apply_text(&text)
+            .with_context(|| format!("parsing broker config {}", path.display()))?;
+        for key in &unknown {
             tracing::warn!(key = %key, file = %path.display(), "unknown broker configuration key ignored");
-        }
-        // Apply the file's known keys over `base`: re-set every key the file produced.
-        let defaults = BrokerConfig::default();
-        for ((key, value), (_, default)) in
-            parsed.config.entries().into_iter().zip(defaults.entries())
-        {
-            if value != default {
-                set(&mut config, key, &value, "config file")?;
-            }
         }
     }
     for key in BrokerConfig::KEYS {
@@ -155,7 +149,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("comet-broker-conf-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("broker.conf");
-        std::fs::write(&file, "brokerName=fromfile\n# comment\nnotAKey=1\n").unwrap();
+        std::fs::write(
+            &file,
+            "brokerName=fromfile\n# comment\nnotAKey=1\nlistenPort=10911\n",
+        )
+        .unwrap();
         let base = BrokerConfig {
             listen_port: 12345,
             ..BrokerConfig::default()
@@ -166,7 +164,9 @@ mod tests {
         };
         let config = resolve(base, &args).unwrap();
         assert_eq!(config.broker_name, "fromfile");
-        assert_eq!(config.listen_port, 12345);
+        // The file sets listenPort to the default value explicitly: it still wins over the base.
+        assert_eq!(config.listen_port, 10911);
+        assert_eq!(config.broker_ip1, None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

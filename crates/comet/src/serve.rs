@@ -24,8 +24,20 @@ pub struct ServeArgs {
     /// Data directory (commit log, consume queues, config files, name server state).
     #[arg(long, default_value_os_t = crate::default_data_dir(), env = "COMET_DATA_DIR")]
     pub data_dir: PathBuf,
+    /// Once both servers accept connections, write `{"namesrv":"ip:port","broker":"ip:port"}` here
+    /// (atomically). Lets scripts and tests use port 0 and learn the real ports.
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
     #[command(flatten)]
     pub broker: BrokerArgs,
+}
+
+fn write_ready_file(path: &std::path::Path, namesrv: SocketAddr, broker: SocketAddr) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let text = format!("{{\"namesrv\":\"{namesrv}\",\"broker\":\"{broker}\"}}\n");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
 }
 
 /// The embedded broker's base configuration before files, environment and flags apply.
@@ -61,6 +73,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         "comet serving: point clients at namesrvAddr={}",
         namesrv.local_addr()
     );
+    if let Some(path) = &args.ready_file {
+        write_ready_file(path, namesrv.local_addr(), broker.local_addr())?;
+    }
     crate::wait_for_signal().await?;
     tracing::info!("shutting down");
     let result = broker.shutdown().await.context("broker shutdown");

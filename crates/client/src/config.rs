@@ -1,0 +1,210 @@
+//! `ClientConfig`: what every producer and consumer of a process shares — where the name servers
+//! are, and who this client is.
+//!
+//! The client id (`ip@instanceName[@unitName]`, fact sheet §10.4) is how a broker tells the
+//! members of a consumer group apart, and rebalance sorts by it, so two consumers of one group in
+//! one process must not share it: that is why clustering consumers replace the default instance
+//! name with the process id ([`ClientConfig::change_instance_name_to_pid`]). Producers and
+//! consumers whose configs yield the same client id share one [`crate::MQClientInstance`].
+
+use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::time::Duration;
+
+use comet_protocol::{LanguageCode, SerializeType};
+
+/// The instance name nobody chose.
+pub const DEFAULT_INSTANCE_NAME: &str = "DEFAULT";
+/// Environment variable holding the name server list (`host:port;host:port`).
+pub const NAMESRV_ADDR_ENV: &str = "NAMESRV_ADDR";
+/// Separator of name server addresses.
+pub const NAMESRV_ADDR_SEPARATOR: char = ';';
+/// Route refresh period (`pollNameServerInterval`).
+pub const DEFAULT_POLL_NAME_SERVER_INTERVAL: Duration = Duration::from_secs(30);
+/// Heartbeat period (`heartbeatBrokerInterval`).
+pub const DEFAULT_HEARTBEAT_BROKER_INTERVAL: Duration = Duration::from_secs(30);
+/// Consumer offset persistence period (`persistConsumerOffsetInterval`).
+pub const DEFAULT_PERSIST_CONSUMER_OFFSET_INTERVAL: Duration = Duration::from_secs(5);
+/// Timeout of client RPCs other than sends (`mqClientApiTimeout`).
+pub const DEFAULT_MQ_CLIENT_API_TIMEOUT: Duration = Duration::from_secs(3);
+/// Rebalance period (`rocketmq.client.rebalance.waitInterval`).
+pub const DEFAULT_REBALANCE_INTERVAL: Duration = Duration::from_secs(20);
+/// Environment variable overriding [`DEFAULT_REBALANCE_INTERVAL`], in milliseconds (the Java
+/// system property `rocketmq.client.rebalance.waitInterval`).
+pub const REBALANCE_INTERVAL_ENV: &str = "ROCKETMQ_CLIENT_REBALANCE_WAIT_INTERVAL";
+/// A public address used only to ask the kernel which local interface routes outward; no packet
+/// is sent (connecting a UDP socket only selects a route).
+const ROUTE_PROBE_ADDR: (Ipv4Addr, u16) = (Ipv4Addr::new(192, 0, 2, 1), 9);
+
+/// Settings shared by every producer and consumer of one client instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// Name server addresses, `;`-separated. Defaults to the `NAMESRV_ADDR` environment variable.
+    pub namesrv_addr: String,
+    /// This host's address as announced in the client id and message ids.
+    pub client_ip: String,
+    /// Second part of the client id; [`DEFAULT_INSTANCE_NAME`] unless set.
+    pub instance_name: String,
+    /// Optional third part of the client id.
+    pub unit_name: Option<String>,
+    pub poll_name_server_interval: Duration,
+    pub heartbeat_broker_interval: Duration,
+    pub persist_consumer_offset_interval: Duration,
+    /// How often the RebalanceService runs without being woken.
+    pub rebalance_interval: Duration,
+    /// Timeout of every RPC except sends (which use the producer's send timeout).
+    pub mq_client_api_timeout: Duration,
+    /// Header codec of requests.
+    pub serialize_type: SerializeType,
+    /// Language announced in every request.
+    pub language: LanguageCode,
+    /// Resource namespace (prefixes topics and groups as `ns%name`).
+    pub namespace: Option<String>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            namesrv_addr: std::env::var(NAMESRV_ADDR_ENV).unwrap_or_default(),
+            client_ip: local_ip().to_string(),
+            instance_name: DEFAULT_INSTANCE_NAME.to_string(),
+            unit_name: None,
+            poll_name_server_interval: DEFAULT_POLL_NAME_SERVER_INTERVAL,
+            heartbeat_broker_interval: DEFAULT_HEARTBEAT_BROKER_INTERVAL,
+            persist_consumer_offset_interval: DEFAULT_PERSIST_CONSUMER_OFFSET_INTERVAL,
+            rebalance_interval: rebalance_interval_from_env(),
+            mq_client_api_timeout: DEFAULT_MQ_CLIENT_API_TIMEOUT,
+            serialize_type: SerializeType::Json,
+            language: LanguageCode::Rust,
+            namespace: None,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// A default config pointing at `namesrv_addr`.
+    pub fn new(namesrv_addr: impl Into<String>) -> Self {
+        ClientConfig {
+            namesrv_addr: namesrv_addr.into(),
+            ..ClientConfig::default()
+        }
+    }
+
+    /// `clientIP@instanceName[@unitName]` (§10.4).
+    pub fn build_client_id(&self) -> String {
+        let mut id = format!("{}@{}", self.client_ip, self.instance_name);
+        if let Some(unit) = self.unit_name.as_deref().filter(|u| !u.is_empty()) {
+            id.push('@');
+            id.push_str(unit);
+        }
+        id
+    }
+
+    /// Replaces the instance name with the process id when it is still the default, so that
+    /// clustering consumers in different processes on one host get different client ids.
+    pub fn change_instance_name_to_pid(&mut self) {
+        if self.instance_name == DEFAULT_INSTANCE_NAME {
+            self.instance_name = std::process::id().to_string();
+        }
+    }
+
+    /// The configured name server addresses, trimmed, empties dropped.
+    pub fn namesrv_addrs(&self) -> Vec<String> {
+        self.namesrv_addr
+            .split(NAMESRV_ADDR_SEPARATOR)
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// `name` with the namespace prefix (`ns%name`), unless it already has it or is a system
+    /// resource of another namespace-aware form.
+    pub fn with_namespace(&self, name: &str) -> String {
+        match self.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+            Some(ns) if !name.starts_with(&format!("{ns}%")) => format!("{ns}%{name}"),
+            _ => name.to_string(),
+        }
+    }
+
+    /// The client IP parsed, falling back to loopback if it was set to something unparsable.
+    pub fn client_ip_addr(&self) -> IpAddr {
+        self.client_ip
+            .parse()
+            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+}
+
+/// The local IPv4 address that routes outward, or 127.0.0.1 when there is none (no network).
+pub fn local_ip() -> IpAddr {
+    let probe = || -> std::io::Result<IpAddr> {
+        let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+        socket.connect(ROUTE_PROBE_ADDR)?;
+        Ok(socket.local_addr()?.ip())
+    };
+    match probe() {
+        Ok(ip) if !ip.is_loopback() && !ip.is_unspecified() => ip,
+        _ => IpAddr::V4(Ipv4Addr::LOCALHOST),
+    }
+}
+
+fn rebalance_interval_from_env() -> Duration {
+    std::env::var(REBALANCE_INTERVAL_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(DEFAULT_REBALANCE_INTERVAL, Duration::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_id_format() {
+        let mut config = ClientConfig::new("127.0.0.1:9876");
+        config.client_ip = "10.1.2.3".to_string();
+        assert_eq!(config.build_client_id(), "10.1.2.3@DEFAULT");
+        config.unit_name = Some("unitA".to_string());
+        assert_eq!(config.build_client_id(), "10.1.2.3@DEFAULT@unitA");
+        config.unit_name = Some(String::new());
+        assert_eq!(config.build_client_id(), "10.1.2.3@DEFAULT");
+    }
+
+    #[test]
+    fn instance_name_becomes_pid_only_when_default() {
+        let mut config = ClientConfig::new("127.0.0.1:9876");
+        config.change_instance_name_to_pid();
+        assert_eq!(config.instance_name, std::process::id().to_string());
+        let mut named = ClientConfig::new("127.0.0.1:9876");
+        named.instance_name = "mine".to_string();
+        named.change_instance_name_to_pid();
+        assert_eq!(named.instance_name, "mine");
+    }
+
+    #[test]
+    fn namesrv_list_is_split_and_trimmed() {
+        let config = ClientConfig::new(" a:1 ;; b:2;");
+        assert_eq!(config.namesrv_addrs(), vec!["a:1", "b:2"]);
+    }
+
+    #[test]
+    fn defaults_match_the_java_client() {
+        let config = ClientConfig::default();
+        assert_eq!(config.poll_name_server_interval, Duration::from_secs(30));
+        assert_eq!(config.heartbeat_broker_interval, Duration::from_secs(30));
+        assert_eq!(config.persist_consumer_offset_interval, Duration::from_secs(5));
+        assert_eq!(config.mq_client_api_timeout, Duration::from_secs(3));
+        assert_eq!(config.serialize_type, SerializeType::Json);
+        assert_eq!(config.instance_name, DEFAULT_INSTANCE_NAME);
+        assert!(config.client_ip.parse::<IpAddr>().is_ok());
+    }
+
+    #[test]
+    fn namespace_prefix_is_applied_once() {
+        let mut config = ClientConfig::new("x:1");
+        assert_eq!(config.with_namespace("T"), "T");
+        config.namespace = Some("ns".to_string());
+        assert_eq!(config.with_namespace("T"), "ns%T");
+        assert_eq!(config.with_namespace("ns%T"), "ns%T");
+    }
+}
