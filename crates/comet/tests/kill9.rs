@@ -316,3 +316,49 @@ async fn kill9_keeps_acknowledged_messages_and_persisted_offsets() {
         stored.len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_shuts_down_cleanly_and_restart_takes_the_fast_path() {
+    let (_guard, data) = data_dir();
+    let client = RemotingClient::new(ClientConfig::default());
+    let acked: Acked = Arc::default();
+    let mut serve = spawn_serve(&data);
+    for i in 0..40 {
+        assert!(send_one(&client, &serve.broker, i, &acked).await, "send {i} failed");
+    }
+    let pid = serve.child.id().to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(exit) = serve.child.try_wait().expect("wait") {
+            break exit;
+        }
+        assert!(started.elapsed() < DEADLINE, "comet serve ignored SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(exit.success(), "comet serve exited with {exit}");
+    assert!(
+        !data.join("store/abort").exists(),
+        "a clean shutdown removes the abort file"
+    );
+    let log = std::fs::read_to_string(data.join("serve.log")).unwrap_or_default();
+    drop(serve);
+
+    let serve = spawn_serve(&data);
+    let client = RemotingClient::new(ClientConfig::default());
+    let mut stored = 0;
+    for q in 0..4 {
+        stored += pull_all(&client, &serve.broker, q).await.len();
+    }
+    assert_eq!(stored, acked.lock().len());
+    let log_after = std::fs::read_to_string(data.join("serve.log")).unwrap_or_default();
+    let restart_log = log_after.get(log.len()..).unwrap_or_default();
+    assert!(
+        restart_log.contains("abnormal: false") || restart_log.contains("abnormal=false"),
+        "restart after a clean shutdown must take the normal recovery path: {restart_log}"
+    );
+}
