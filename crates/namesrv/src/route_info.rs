@@ -23,7 +23,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use comet_protocol::body::route::MASTER_ID;
 use comet_protocol::body::{
@@ -51,23 +50,7 @@ pub const TOPIC_SYS_FLAG_UNIT: i32 = 0x1;
 /// `TopicSysFlag` bit of a topic with unit subscriptions.
 pub const TOPIC_SYS_FLAG_UNIT_SUB: i32 = 0x2;
 
-/// Source of "now" in milliseconds since the epoch.
-pub trait Clock: Send + Sync + 'static {
-    fn now_millis(&self) -> i64;
-}
-
-/// The wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_millis(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0)
-    }
-}
+pub use comet_remoting::clock::{Clock, SystemClock};
 
 /// Key of the live and filter-server tables: the same address may serve two clusters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -782,29 +765,16 @@ fn unregister_locked(
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
-    use std::sync::atomic::{AtomicI64, Ordering};
 
     use super::*;
 
-    struct ManualClock(AtomicI64);
-
-    impl ManualClock {
-        fn advance(&self, millis: i64) {
-            self.0.fetch_add(millis, Ordering::SeqCst);
-        }
-    }
-
-    impl Clock for ManualClock {
-        fn now_millis(&self) -> i64 {
-            self.0.load(Ordering::SeqCst)
-        }
-    }
+    use comet_remoting::ManualClock;
 
     const CLUSTER: &str = "DefaultCluster";
     const EXPIRY: i64 = 120_000;
 
     fn manager() -> (RouteInfoManager, Arc<ManualClock>) {
-        let clock = Arc::new(ManualClock(AtomicI64::new(1_700_000_000_000)));
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
         (RouteInfoManager::with_clock(EXPIRY, clock.clone()), clock)
     }
 

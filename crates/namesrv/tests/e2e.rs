@@ -6,10 +6,9 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use comet_namesrv::{Clock, NameServer, NameServerHandle, NamesrvConfig, body_crc32};
+use comet_namesrv::{NameServer, NameServerHandle, NamesrvConfig, body_crc32};
 use comet_protocol::body::{
     ClusterInfo, DataVersion, KvTable, RegisterBrokerBody, TopicConfig, TopicList, TopicRouteData,
     from_fastjson,
@@ -374,18 +373,11 @@ async fn closing_the_broker_connection_removes_the_broker() {
     guard("shutdown", ns.shutdown()).await;
 }
 
-struct ManualClock(AtomicI64);
-
-impl Clock for ManualClock {
-    fn now_millis(&self) -> i64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
 
 #[tokio::test]
 async fn silent_brokers_expire_through_the_scanner() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock(AtomicI64::new(1_000_000)));
+    let clock = Arc::new(comet_remoting::ManualClock::new(1_000_000));
     let mut config = NamesrvConfig::new("127.0.0.1:0", dir.path());
     config.scan_interval = Duration::from_millis(10);
     let ns = NameServer::start_with_clock(config, clock.clone())
@@ -404,7 +396,7 @@ async fn silent_brokers_expire_through_the_scanner() {
     let route = Arc::clone(ns.route_info());
     assert_eq!(route.live_broker_count(), 1);
     // Past the default 120 s expiry (the exact boundary is covered by the unit tests).
-    clock.0.fetch_add(120_001, Ordering::SeqCst);
+    clock.advance(120_001);
     eventually("broker expired", || route.live_broker_count() == 0).await;
     // The expired broker's connection is closed by the name server, as RocketMQ does.
     eventually("broker connection closed", || {

@@ -15,6 +15,7 @@
 //! processor costs one SYSTEM_ERROR response.
 
 mod channel;
+pub mod clock;
 mod client;
 mod codec;
 mod config;
@@ -26,6 +27,7 @@ mod server;
 
 pub use channel::Channel;
 pub use client::RemotingClient;
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::{RemotingCodec, encode_frame};
 pub use config::{ClientConfig, ServerConfig};
 pub use error::{RemotingError, Result};

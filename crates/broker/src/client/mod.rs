@@ -15,9 +15,6 @@
 //! Time is read through [`Clock`] so expiry can be tested without sleeping.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use comet_protocol::LanguageCode;
 use comet_protocol::RemotingCommand;
@@ -33,57 +30,7 @@ pub use consumer_manager::{ConsumerGroupInfo, ConsumerManager, RegisterOutcome};
 pub use housekeeping::ClientHousekeeping;
 pub use producer_manager::ProducerManager;
 
-/// A source of wall-clock milliseconds. Production code uses [`SystemClock`]; tests use
-/// [`ManualClock`] to move time forward without sleeping.
-pub trait Clock: Send + Sync + std::fmt::Debug {
-    fn now_millis(&self) -> i64;
-}
-
-/// The system's wall clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_millis(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0)
-    }
-}
-
-/// A clock that only moves when told to (tests).
-#[derive(Debug, Default)]
-pub struct ManualClock {
-    now: AtomicI64,
-}
-
-impl ManualClock {
-    pub fn new(start_millis: i64) -> Self {
-        Self {
-            now: AtomicI64::new(start_millis),
-        }
-    }
-
-    pub fn advance(&self, millis: i64) {
-        self.now.fetch_add(millis, Ordering::SeqCst);
-    }
-
-    pub fn set(&self, millis: i64) {
-        self.now.store(millis, Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_millis(&self) -> i64 {
-        self.now.load(Ordering::SeqCst)
-    }
-}
-
-/// The default clock, shared.
-pub fn system_clock() -> Arc<dyn Clock> {
-    Arc::new(SystemClock)
-}
+pub use comet_remoting::clock::{Clock, ManualClock, SystemClock, system_clock};
 
 /// One client connection of a group, as the last heartbeat described it.
 #[derive(Debug, Clone)]
