@@ -42,6 +42,7 @@ ensure_tools
 
 SUITES=(
     interop/store-compat/run.sh
+    interop/matrix.sh
 )
 passed=0
 failed=0

@@ -296,3 +296,67 @@ async fn broker_config_runtime_info_and_delay_offsets() {
     );
     broker.shutdown().await;
 }
+
+/// GET_TOPIC_CONFIG (351) exactly as `rocketmq-tools` 5.3.3 `DefaultMQAdminExt.examineTopicConfig`
+/// sent it (recorded through interop/capture/proxy.py; 5.3.3's `examineConsumeStats` asks for the
+/// retry topic's config this way before it reads consumer progress): frame length 0x90, JSON
+/// header length 0x8c, then the header.
+const JAVA_533_GET_TOPIC_CONFIG_TBW102: &[u8] = b"\x00\x00\x00\x90\x00\x00\x00\x8c\
+{\"code\":351,\"extFields\":{\"lo\":\"true\",\"topic\":\"TBW102\"},\"flag\":0,\"language\":\"JAVA\",\
+\"opaque\":0,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":479}";
+
+fn java_get_topic_config(topic: &str) -> RemotingCommand {
+    let recorded = JAVA_533_GET_TOPIC_CONFIG_TBW102
+        .get(8..)
+        .and_then(|json| std::str::from_utf8(json).ok())
+        .expect("recorded header is UTF-8 JSON after the two length words");
+    // Same bytes with another topic name; the length words are recomputed.
+    let header = recorded.replace("\"TBW102\"", &format!("\"{topic}\""));
+    let mut frame = bytes::BytesMut::new();
+    frame.extend_from_slice(&((header.len() + 4) as u32).to_be_bytes());
+    frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+    frame.extend_from_slice(header.as_bytes());
+    comet_protocol::frame::decode_frame(&mut frame)
+        .expect("recorded frame decodes")
+        .expect("whole frame")
+}
+
+#[tokio::test]
+async fn get_topic_config_answers_the_java_admin_request() {
+    // The recorded bytes themselves decode to code 351 with the topic and `lo` fields.
+    let mut recorded = bytes::BytesMut::from(JAVA_533_GET_TOPIC_CONFIG_TBW102);
+    let request = comet_protocol::frame::decode_frame(&mut recorded)
+        .expect("recorded frame decodes")
+        .expect("whole frame");
+    assert_eq!(request.code, RequestCode::GetTopicConfig.code());
+    let fields = request.ext_fields.as_ref().expect("ext fields");
+    assert_eq!(fields.get("topic"), Some("TBW102"));
+    assert_eq!(fields.get("lo"), Some("true"));
+
+    let broker = TestBroker::start().await;
+    assert_eq!(
+        broker
+            .invoke(create_topic("AdminTopicConfig", 3))
+            .await
+            .code,
+        SUCCESS
+    );
+    let rsp = broker
+        .invoke(java_get_topic_config("AdminTopicConfig"))
+        .await;
+    assert_eq!(rsp.code, SUCCESS, "remark: {:?}", rsp.remark);
+    let body = rsp
+        .body
+        .as_deref()
+        .expect("TopicConfigAndQueueMapping body");
+    let config: comet_protocol::body::TopicConfig =
+        from_fastjson(body).expect("body is a TopicConfig object");
+    assert_eq!(config.topic_name, "AdminTopicConfig");
+    assert_eq!(config.read_queue_nums, 3);
+    assert_eq!(config.write_queue_nums, 3);
+    assert_eq!(config.perm, 6);
+
+    let missing = broker.invoke(java_get_topic_config("NoSuchTopic")).await;
+    assert_eq!(missing.code, ResponseCode::TopicNotExist.code());
+    broker.shutdown().await;
+}

@@ -126,6 +126,17 @@ impl ClientConfig {
         }
     }
 
+    /// `name` without this config's namespace prefix (the inverse of [`Self::with_namespace`]).
+    pub fn without_namespace<'a>(&self, name: &'a str) -> &'a str {
+        match self.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+            Some(ns) => name
+                .strip_prefix(ns)
+                .and_then(|rest| rest.strip_prefix('%'))
+                .unwrap_or(name),
+            None => name,
+        }
+    }
+
     /// The client IP parsed, falling back to loopback if it was set to something unparsable.
     pub fn client_ip_addr(&self) -> IpAddr {
         self.client_ip
@@ -192,7 +203,10 @@ mod tests {
         let config = ClientConfig::default();
         assert_eq!(config.poll_name_server_interval, Duration::from_secs(30));
         assert_eq!(config.heartbeat_broker_interval, Duration::from_secs(30));
-        assert_eq!(config.persist_consumer_offset_interval, Duration::from_secs(5));
+        assert_eq!(
+            config.persist_consumer_offset_interval,
+            Duration::from_secs(5)
+        );
         assert_eq!(config.mq_client_api_timeout, Duration::from_secs(3));
         assert_eq!(config.serialize_type, SerializeType::Json);
         assert_eq!(config.instance_name, DEFAULT_INSTANCE_NAME);
@@ -206,5 +220,7 @@ mod tests {
         config.namespace = Some("ns".to_string());
         assert_eq!(config.with_namespace("T"), "ns%T");
         assert_eq!(config.with_namespace("ns%T"), "ns%T");
+        assert_eq!(config.without_namespace("ns%T"), "T");
+        assert_eq!(config.without_namespace("other%T"), "other%T");
     }
 }

@@ -13,6 +13,7 @@
 //! - [`MQClientApi`] is one async function per RPC, mapping responses to typed results.
 //! - [`producer::DefaultMQProducer`] and the consumers in [`consumer`] sit on top.
 
+pub mod admin;
 pub mod api;
 pub mod config;
 pub mod consumer;

@@ -9,6 +9,8 @@ use bytes::Bytes;
 use comet_protocol::message::Properties;
 use comet_protocol::message::properties::keys;
 
+use crate::error::ClientError;
+
 pub use comet_protocol::body::MessageQueue;
 pub use comet_protocol::message::MessageExt;
 
@@ -84,12 +86,6 @@ impl Message {
         self
     }
 
-    /// Builder form of [`Message::put_user_property`].
-    pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.put_user_property(key, value);
-        self
-    }
-
     pub fn tags(&self) -> Option<&str> {
         self.properties.get(keys::TAGS)
     }
@@ -162,10 +158,28 @@ impl Message {
             .insert(keys::WAIT_STORE_MSG_OK, if wait { "true" } else { "false" });
     }
 
-    /// Sets an application property. Keys the client manages ([`RESERVED_PROPERTY_KEYS`]) are
-    /// refused at send time, not here, so that building a message never fails.
-    pub fn put_user_property(&mut self, key: impl Into<String>, value: impl Into<String>) {
+    /// Sets an application property. Keys the client manages ([`RESERVED_PROPERTY_KEYS`]) and
+    /// empty keys or values are refused: they would change how the message is routed or be
+    /// dropped by the properties codec.
+    pub fn put_user_property(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<(), ClientError> {
+        let key = key.into();
+        let value = value.into();
+        if key.trim().is_empty() || value.trim().is_empty() {
+            return Err(ClientError::IllegalArgument(
+                "user property key and value must not be blank".to_string(),
+            ));
+        }
+        if RESERVED_PROPERTY_KEYS.contains(&key.as_str()) {
+            return Err(ClientError::IllegalArgument(format!(
+                "the property {key} is reserved by the client"
+            )));
+        }
         self.properties.insert(key, value);
+        Ok(())
     }
 
     pub fn user_property(&self, key: &str) -> Option<&str> {
@@ -222,8 +236,12 @@ mod tests {
         let msg = Message::new("T", "body")
             .with_tags("TagA")
             .with_keys(["k1", " k2 ", ""])
-            .with_delay_level(3)
-            .with_property("color", "red");
+            .with_delay_level(3);
+        let mut msg = msg;
+        msg.put_user_property("color", "red")
+            .expect("user property");
+        assert!(msg.put_user_property(keys::TAGS, "x").is_err());
+        assert!(msg.put_user_property("k", " ").is_err());
         assert_eq!(msg.tags(), Some("TagA"));
         assert_eq!(msg.keys(), vec!["k1", "k2"]);
         assert_eq!(msg.properties().get(keys::KEYS), Some("k1 k2"));

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 mod broker;
+mod cli;
 mod namesrv;
 mod serve;
 
@@ -27,17 +28,53 @@ enum Command {
     Namesrv(namesrv::NamesrvArgs),
     /// Run a stand-alone broker (RocketMQ broker.conf keys; `-n` names the name servers).
     Broker(broker::BrokerArgs),
+    /// Send messages to a topic.
+    Produce(cli::produce::ProduceArgs),
+    /// Read and print a topic's messages as a consumer group.
+    Consume(cli::consume::ConsumeArgs),
+    /// Topic administration: create, list, route, stats, delete.
+    Topic(cli::topic::TopicArgs),
+    /// Consumer group administration: progress, connections, reset-offset.
+    Group(cli::group::GroupArgs),
+    /// Message lookup by key or id.
+    Msg(cli::msg::MsgArgs),
+}
+
+impl Command {
+    /// Whether this is one of the client tools (`cli` module) rather than a server.
+    fn is_client_tool(&self) -> bool {
+        matches!(
+            self,
+            Command::Produce(_)
+                | Command::Consume(_)
+                | Command::Topic(_)
+                | Command::Group(_)
+                | Command::Msg(_)
+        )
+    }
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+    if cli.command.is_client_tool() {
+        // Client tools print their results on stdout; logs go to stderr, warnings only.
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+            )
+            .with_target(false)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            )
+            .with_target(false)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("comet")
@@ -48,6 +85,11 @@ fn main() -> Result<()> {
             Command::Serve(args) => serve::run(args).await,
             Command::Namesrv(args) => namesrv::run(args).await,
             Command::Broker(args) => broker::run(args).await,
+            Command::Produce(args) => cli::produce::run(args).await,
+            Command::Consume(args) => cli::consume::run(args).await,
+            Command::Topic(args) => cli::topic::run(args).await,
+            Command::Group(args) => cli::group::run(args).await,
+            Command::Msg(args) => cli::msg::run(args).await,
         }
     })
 }

@@ -324,7 +324,10 @@ async fn sigterm_shuts_down_cleanly_and_restart_takes_the_fast_path() {
     let acked: Acked = Arc::default();
     let mut serve = spawn_serve(&data);
     for i in 0..40 {
-        assert!(send_one(&client, &serve.broker, i, &acked).await, "send {i} failed");
+        assert!(
+            send_one(&client, &serve.broker, i, &acked).await,
+            "send {i} failed"
+        );
     }
     let pid = serve.child.id().to_string();
     let status = Command::new("kill")

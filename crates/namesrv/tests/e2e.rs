@@ -373,7 +373,6 @@ async fn closing_the_broker_connection_removes_the_broker() {
     guard("shutdown", ns.shutdown()).await;
 }
 
-
 #[tokio::test]
 async fn silent_brokers_expire_through_the_scanner() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,8 +15,8 @@
 //! processor costs one SYSTEM_ERROR response.
 
 mod channel;
-pub mod clock;
 mod client;
+pub mod clock;
 mod codec;
 mod config;
 mod connection;

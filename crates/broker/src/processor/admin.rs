@@ -20,8 +20,8 @@ use comet_protocol::command::COMET_VERSION;
 use comet_protocol::headers::{
     CommandHeader, CommandHeaderExt, CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
-    GetConsumerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
-    ResetOffsetRequestHeader, request_with_header,
+    GetConsumerConnectionListRequestHeader, GetTopicConfigRequestHeader,
+    GetTopicStatsInfoRequestHeader, ResetOffsetRequestHeader, request_with_header,
 };
 use comet_remoting::{Channel, RequestProcessor};
 use futures::future::BoxFuture;
@@ -47,6 +47,7 @@ pub const ADMIN_CODES: &[RequestCode] = &[
     RequestCode::InvokeBrokerToResetOffset,
     RequestCode::GetBrokerConfig,
     RequestCode::GetAllDelayOffset,
+    RequestCode::GetTopicConfig,
 ];
 
 /// `timestamp` value of a reset request meaning "to the end of the queue".
@@ -81,6 +82,7 @@ impl RequestProcessor for AdminProcessor {
                 RequestCode::DeleteTopicInBroker => delete_topic(&ctx, &request),
                 RequestCode::GetAllTopicConfig => json_body(&ctx.topic_config.wrapper()),
                 RequestCode::GetTopicStatsInfo => topic_stats(&ctx, &request),
+                RequestCode::GetTopicConfig => topic_config(&ctx, &request),
                 RequestCode::GetConsumeStats => consume_stats(&ctx, &request),
                 RequestCode::UpdateAndCreateSubscriptiongroup => update_group(&ctx, &request),
                 RequestCode::DeleteSubscriptiongroup => delete_group(&ctx, &request),
@@ -229,6 +231,25 @@ fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingComma
         );
     }
     success()
+}
+
+/// GET_TOPIC_CONFIG (351): one topic's config, as RocketMQ 5.x's TopicConfigAndQueueMapping.
+///
+/// The 5.x admin tools ask for it before consumer-progress queries (to detect static topics); a
+/// topic without a static queue mapping is the plain TopicConfig object (the `mappingDetail` field
+/// is null, which fastjson omits), so that is the whole body.
+fn topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
+    let header: GetTopicConfigRequestHeader = match decode(request) {
+        Ok(h) => h,
+        Err(rsp) => return *rsp,
+    };
+    match ctx.topic_config.select(&header.topic) {
+        Some(config) => json_body(&config),
+        None => error_response(
+            ResponseCode::TopicNotExist,
+            format!("No topic in this broker. topic: {}", header.topic),
+        ),
+    }
 }
 
 fn topic_stats(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {

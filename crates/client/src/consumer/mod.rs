@@ -12,6 +12,12 @@
 //! produce to another topic) without blocking a runtime worker. A listener that does not need to
 //! await can be built from a plain closure with [`concurrently_fn`] / [`orderly_fn`].
 
+pub mod lite;
+pub mod offset_store;
+pub mod pull;
+pub mod push;
+pub mod rebalance;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -193,4 +199,30 @@ where
         + 'static,
 {
     MessageListener::Orderly(Arc::new(OrderlyFn(f)))
+}
+
+/// Wall-clock milliseconds since the Unix epoch (0 if the clock is before it), the unit RocketMQ
+/// uses for every timestamp it compares.
+pub(crate) fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Milliseconds of a duration as RocketMQ's i64, saturating.
+pub(crate) fn duration_millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Prefix of a group's retry topic.
+pub use crate::api::RETRY_GROUP_TOPIC_PREFIX;
+
+/// `%RETRY%<group>`.
+pub fn retry_topic(group: &str) -> String {
+    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
+}
+
+/// Whether `topic` is a retry topic.
+pub fn is_retry_topic(topic: &str) -> bool {
+    topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
 }

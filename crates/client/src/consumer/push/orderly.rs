@@ -1,0 +1,447 @@
+//! `ConsumeMessageOrderlyService`: runs a [`MessageListenerOrderly`] so that each queue's
+//! messages are seen strictly in queue order.
+//!
+//! Order needs exclusivity at two levels. Across the group, a clustering member consumes a queue
+//! only while it holds the queue's lock on the broker (LOCK_BATCH_MQ, renewed every
+//! [`REBALANCE_LOCK_INTERVAL`], trusted for [`super::process_queue::REBALANCE_LOCK_MAX_LIVE_TIME`]), so a member that
+//! lost the queue in a rebalance stops before the new owner starts. Within the process, one task
+//! at a time consumes a queue (a per-queue async mutex), taking batches from the
+//! [`ProcessQueue`] in offset order. A failing batch is not skipped: the queue pauses for
+//! `suspend_current_queue_time_millis` and the same messages are offered again, until
+//! `max_reconsume_times` (unlimited by default) sends them to the DLQ via the retry topic.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use parking_lot::Mutex;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::hook::ConsumeMessageContext;
+use super::process_queue::REBALANCE_LOCK_INTERVAL;
+use super::{ConsumeService, ProcessQueue, PushConsumerConfig, PushConsumerInner, Runtime};
+use crate::consumer::{
+    ConsumeOrderlyContext, ConsumeOrderlyStatus, MessageExt, MessageListenerOrderly, MessageModel,
+    MessageQueue,
+};
+
+/// One consume task yields the queue after this long so other queues get their turn.
+pub const MAX_TIME_CONSUME_CONTINUOUSLY: Duration = Duration::from_millis(60_000);
+/// Delay before the first periodic lock.
+pub const FIRST_LOCK_DELAY: Duration = Duration::from_millis(1000);
+/// Bounds of a queue's suspension.
+pub const MIN_SUSPEND_MILLIS: i64 = 10;
+pub const MAX_SUSPEND_MILLIS: i64 = 30_000;
+/// Delay before retrying a queue whose lock could not be taken.
+pub const RELOCK_FAILED_DELAY_MILLIS: i64 = 3000;
+/// How long rebalance waits for a running batch before giving a queue up.
+pub const UNLOCK_WAIT: Duration = Duration::from_millis(1000);
+/// Delay of the broker unlock of a given-up queue that still caches messages (so a late batch
+/// of the old owner cannot interleave with the new owner's first one).
+pub const UNLOCK_DELAY: Duration = Duration::from_millis(20_000);
+
+/// The orderly consume service of one push consumer.
+pub struct ConsumeMessageOrderlyService {
+    listener: Arc<dyn MessageListenerOrderly>,
+    semaphore: Arc<Semaphore>,
+    batch_max: usize,
+    /// One consume task per queue at a time (Java `MessageQueueLock`).
+    mq_locks: Mutex<HashMap<MessageQueue, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl ConsumeMessageOrderlyService {
+    pub(crate) fn new(
+        listener: Arc<dyn MessageListenerOrderly>,
+        config: &PushConsumerConfig,
+    ) -> Self {
+        ConsumeMessageOrderlyService {
+            listener,
+            semaphore: Arc::new(Semaphore::new(config.consume_thread_max.max(1))),
+            batch_max: config.consume_message_batch_max_size.max(1),
+            mq_locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Clustering: re-locks every owned queue periodically.
+    pub(crate) fn start(&self, consumer: &Arc<PushConsumerInner>, stop: CancellationToken) {
+        if consumer.message_model() != MessageModel::Clustering {
+            return;
+        }
+        let weak = Arc::downgrade(consumer);
+        consumer.tasks.spawn(async move {
+            let mut interval = tokio::time::interval_at(
+                tokio::time::Instant::now() + FIRST_LOCK_DELAY,
+                REBALANCE_LOCK_INTERVAL,
+            );
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    _ = interval.tick() => {}
+                }
+                let Some(consumer) = weak.upgrade() else {
+                    break;
+                };
+                if let Some(rt) = consumer.runtime() {
+                    rt.rebalance.lock_all().await;
+                }
+            }
+        });
+    }
+
+    pub(crate) fn close(&self) {
+        self.semaphore.close();
+    }
+
+    /// Refuses further work and, in clustering, releases every broker lock at once so the new
+    /// owners need not wait for the locks to expire.
+    pub(crate) async fn shutdown(&self, rt: &Runtime, _wait: Duration) {
+        self.semaphore.close();
+        if rt.rebalance.message_model() == MessageModel::Clustering {
+            rt.rebalance.unlock_all(false).await;
+        }
+    }
+
+    fn mq_lock(&self, mq: &MessageQueue) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(self.mq_locks.lock().entry(mq.clone()).or_default())
+    }
+
+    /// Starts a consume task for the queue when the pull found it idle.
+    pub(crate) fn submit_consume_request(
+        &self,
+        consumer: &Arc<PushConsumerInner>,
+        pq: Arc<ProcessQueue>,
+        mq: MessageQueue,
+        dispatch_to_consume: bool,
+    ) {
+        if dispatch_to_consume {
+            let consumer_task = Arc::clone(consumer);
+            consumer
+                .tasks
+                .spawn(async move { consume_request(consumer_task, pq, mq).await });
+        }
+    }
+}
+
+fn run_later<F>(consumer: &Arc<PushConsumerInner>, delay: Duration, f: F)
+where
+    F: FnOnce(Arc<PushConsumerInner>) -> futures::future::BoxFuture<'static, ()> + Send + 'static,
+{
+    let stop = consumer.stop.clone();
+    let consumer_task = Arc::clone(consumer);
+    consumer.tasks.spawn(async move {
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep(delay) => f(consumer_task).await,
+        }
+    });
+}
+
+/// Offers the queue again after `suspend_millis` (clamped to [10 ms, 30 s]; ≤ 0 = the consumer's
+/// `suspend_current_queue_time_millis`).
+fn submit_consume_request_later(
+    consumer: &Arc<PushConsumerInner>,
+    pq: Arc<ProcessQueue>,
+    mq: MessageQueue,
+    suspend_millis: i64,
+    default_millis: i64,
+) {
+    let millis = if suspend_millis <= 0 {
+        default_millis
+    } else {
+        suspend_millis
+    }
+    .clamp(MIN_SUSPEND_MILLIS, MAX_SUSPEND_MILLIS);
+    let delay = Duration::from_millis(u64::try_from(millis).unwrap_or(0));
+    run_later(consumer, delay, move |consumer| {
+        Box::pin(async move {
+            if let Some(rt) = consumer.runtime()
+                && let ConsumeService::Orderly(service) = &rt.consume_service
+            {
+                service.submit_consume_request(&consumer, pq, mq, true);
+            }
+        })
+    });
+}
+
+/// Tries to lock the queue after `delay_millis`, then offers it again (soon if locked).
+fn try_lock_later_and_reconsume(
+    consumer: &Arc<PushConsumerInner>,
+    mq: MessageQueue,
+    pq: Arc<ProcessQueue>,
+    delay_millis: i64,
+) {
+    let delay = Duration::from_millis(u64::try_from(delay_millis).unwrap_or(0));
+    run_later(consumer, delay, move |consumer| {
+        Box::pin(async move {
+            let Some(rt) = consumer.runtime() else { return };
+            let locked = rt.rebalance.lock(&mq).await;
+            let next = if locked {
+                MIN_SUSPEND_MILLIS
+            } else {
+                RELOCK_FAILED_DELAY_MILLIS
+            };
+            submit_consume_request_later(&consumer, pq, mq, next, next);
+        })
+    });
+}
+
+fn status_name(status: ConsumeOrderlyStatus) -> &'static str {
+    match status {
+        ConsumeOrderlyStatus::Success => "SUCCESS",
+        ConsumeOrderlyStatus::SuspendCurrentQueueAMoment => "SUSPEND_CURRENT_QUEUE_A_MOMENT",
+    }
+}
+
+/// One consume task of a queue (Java `ConsumeMessageOrderlyService.ConsumeRequest.run`).
+async fn consume_request(
+    consumer: Arc<PushConsumerInner>,
+    pq: Arc<ProcessQueue>,
+    mq: MessageQueue,
+) {
+    if pq.is_dropped() {
+        return;
+    }
+    let Some(rt) = consumer.runtime() else { return };
+    let ConsumeService::Orderly(service) = &rt.consume_service else {
+        return;
+    };
+    let queue_lock = service.mq_lock(&mq);
+    let _queue_guard = queue_lock.lock().await;
+    let clustering = consumer.message_model() == MessageModel::Clustering;
+    if clustering && (!pq.is_locked() || pq.is_lock_expired()) {
+        if !pq.is_dropped() {
+            try_lock_later_and_reconsume(&consumer, mq, pq, 100);
+        }
+        return;
+    }
+    let (group, default_suspend) = {
+        let c = consumer.config.read();
+        (
+            c.consumer_group.clone(),
+            c.suspend_current_queue_time_millis,
+        )
+    };
+    let begin_time = Instant::now();
+    loop {
+        if pq.is_dropped() {
+            tracing::warn!(%mq, "the message queue not be able to consume, because it's dropped");
+            break;
+        }
+        if clustering && !pq.is_locked() {
+            tracing::warn!(%mq, "the message queue not locked, so consume later");
+            try_lock_later_and_reconsume(&consumer, mq.clone(), Arc::clone(&pq), 10);
+            break;
+        }
+        if clustering && pq.is_lock_expired() {
+            tracing::warn!(%mq, "the message queue lock expired, so consume later");
+            try_lock_later_and_reconsume(&consumer, mq.clone(), Arc::clone(&pq), 10);
+            break;
+        }
+        if begin_time.elapsed() > MAX_TIME_CONSUME_CONTINUOUSLY {
+            submit_consume_request_later(
+                &consumer,
+                Arc::clone(&pq),
+                mq.clone(),
+                10,
+                default_suspend,
+            );
+            break;
+        }
+        let mut msgs = pq.take_messages(service.batch_max);
+        if msgs.is_empty() {
+            break;
+        }
+        let mut ctx = ConsumeOrderlyContext::new(mq.clone());
+        let hooks = consumer.consume_hooks();
+        let mut hook_ctx = (!hooks.is_empty()).then(|| ConsumeMessageContext {
+            consumer_group: group.clone(),
+            message_queue: mq.clone(),
+            msg_list: msgs.clone(),
+            success: false,
+            status: String::new(),
+            props: Default::default(),
+            namespace: None,
+        });
+        if let Some(h) = hook_ctx.as_mut() {
+            for hook in &hooks {
+                hook.consume_message_before(h);
+            }
+        }
+        let Ok(permit) = Arc::clone(&service.semaphore).acquire_owned().await else {
+            pq.rollback();
+            break;
+        };
+        let consume_guard = pq.consume_lock().lock().await;
+        if pq.is_dropped() {
+            tracing::warn!(%mq, "consumeMessage, the message queue not be able to consume, because it's dropped");
+            break;
+        }
+        let begin = Instant::now();
+        let outcome = AssertUnwindSafe(service.listener.consume_message(&msgs, &mut ctx))
+            .catch_unwind()
+            .await;
+        drop(consume_guard);
+        drop(permit);
+        let consume_rt = begin.elapsed();
+        let (status, return_type) = match outcome {
+            Ok(status) => {
+                let return_type = if consume_rt >= consumer.config.read().consume_timeout {
+                    "TIME_OUT"
+                } else if status == ConsumeOrderlyStatus::SuspendCurrentQueueAMoment {
+                    "FAILED"
+                } else {
+                    "SUCCESS"
+                };
+                (status, return_type)
+            }
+            Err(_) => {
+                tracing::warn!(group = %group, %mq, "consumeMessage panicked; suspending the queue");
+                (
+                    ConsumeOrderlyStatus::SuspendCurrentQueueAMoment,
+                    "EXCEPTION",
+                )
+            }
+        };
+        if status != ConsumeOrderlyStatus::Success {
+            tracing::warn!(group = %group, %mq, "consumeMessage Orderly return not OK");
+        }
+        if let Some(h) = hook_ctx.as_mut() {
+            h.props
+                .insert("ConsumeContextType".to_owned(), return_type.to_owned());
+            h.status = status_name(status).to_owned();
+            h.success = status == ConsumeOrderlyStatus::Success;
+            for hook in &hooks {
+                hook.consume_message_after(h);
+            }
+        }
+        consumer.stats.inc_consume_rt(
+            &mq.topic,
+            u64::try_from(consume_rt.as_millis()).unwrap_or(u64::MAX),
+        );
+        let keep_going = process_consume_result(
+            &consumer,
+            &rt,
+            &mut msgs,
+            status,
+            &ctx,
+            &pq,
+            &mq,
+            default_suspend,
+        )
+        .await;
+        if !keep_going {
+            break;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn process_consume_result(
+    consumer: &Arc<PushConsumerInner>,
+    rt: &Runtime,
+    msgs: &mut [MessageExt],
+    status: ConsumeOrderlyStatus,
+    ctx: &ConsumeOrderlyContext,
+    pq: &Arc<ProcessQueue>,
+    mq: &MessageQueue,
+    default_suspend: i64,
+) -> bool {
+    let mut keep_going = true;
+    let mut commit_offset = -1;
+    let count = u64::try_from(msgs.len()).unwrap_or(u64::MAX);
+    match status {
+        ConsumeOrderlyStatus::Success => {
+            consumer.stats.inc_consume_ok_tps(&mq.topic, count);
+            if ctx.auto_commit {
+                commit_offset = pq.commit();
+            }
+        }
+        ConsumeOrderlyStatus::SuspendCurrentQueueAMoment => {
+            consumer.stats.inc_consume_failed_tps(&mq.topic, count);
+            if check_reconsume_times(consumer, rt, msgs, mq).await {
+                pq.make_message_to_consume_again(msgs);
+                let suspend = ctx
+                    .suspend_current_queue_time_millis
+                    .unwrap_or(default_suspend);
+                submit_consume_request_later(
+                    consumer,
+                    Arc::clone(pq),
+                    mq.clone(),
+                    suspend,
+                    default_suspend,
+                );
+                keep_going = false;
+            } else {
+                commit_offset = pq.commit();
+            }
+        }
+    }
+    if commit_offset >= 0 && !pq.is_dropped() {
+        rt.offset_store.update_offset(mq, commit_offset, false);
+    }
+    keep_going
+}
+
+/// Java `checkReconsumeTimes`: messages past `max_reconsume_times` are sent to the retry topic
+/// with their reconsume count (which the broker routes to the DLQ); the others get their count
+/// raised. Returns whether the queue must suspend (something is to be consumed again).
+async fn check_reconsume_times(
+    consumer: &Arc<PushConsumerInner>,
+    rt: &Runtime,
+    msgs: &mut [MessageExt],
+    mq: &MessageQueue,
+) -> bool {
+    let max = consumer.config.read().max_reconsume_times_orderly();
+    let mut suspend = false;
+    for msg in msgs.iter_mut() {
+        if msg.reconsume_times >= max {
+            msg.properties.insert(
+                comet_protocol::message::properties::keys::RECONSUME_TIME,
+                msg.reconsume_times.to_string(),
+            );
+            if let Err(e) = consumer
+                .send_to_retry_topic(rt, msg, &mq.broker_name, msg.reconsume_times, max)
+                .await
+            {
+                tracing::error!(%mq, msg_id = %msg.msg_id(), error = %e, "sendMessageBack exception");
+                suspend = true;
+                msg.reconsume_times = msg.reconsume_times.saturating_add(1);
+            }
+        } else {
+            suspend = true;
+            msg.reconsume_times = msg.reconsume_times.saturating_add(1);
+        }
+    }
+    suspend
+}
+
+/// RebalancePushImpl's orderly part of giving a queue up: wait up to [`UNLOCK_WAIT`] for a running
+/// batch, then unlock on the broker (delayed by [`UNLOCK_DELAY`] when messages are still cached).
+/// Returns `false` (keep the queue for now) when the batch is still running.
+pub(crate) async fn unlock_when_idle(
+    rt: &Arc<Runtime>,
+    mq: &MessageQueue,
+    pq: &Arc<ProcessQueue>,
+) -> bool {
+    let Ok(_guard) = tokio::time::timeout(UNLOCK_WAIT, pq.consume_lock().lock()).await else {
+        let times = pq.inc_try_unlock_times();
+        tracing::warn!(%mq, try_unlock_times = times,
+            "the message queue is consumed now, will try to unlock it later");
+        return false;
+    };
+    if pq.has_temp_message() {
+        tracing::info!(%mq, "unlock the queue later: messages are still cached");
+        let rt2 = Arc::clone(rt);
+        let mq2 = mq.clone();
+        rt.pull_service.execute_task_later(
+            async move { rt2.rebalance.unlock(&mq2, true).await },
+            UNLOCK_DELAY,
+        );
+    } else {
+        rt.rebalance.unlock(mq, true).await;
+    }
+    true
+}

@@ -1,0 +1,480 @@
+//! `ProcessQueue`: the consumer-side snapshot of one MessageQueue.
+//!
+//! Pulled messages wait here, keyed by queue offset, until the listener has handled them. The map
+//! is what makes offset commits safe with concurrent consumption: the committed offset is always
+//! the smallest offset still cached (or one past the largest ever cached once empty), so a crash
+//! never skips an unfinished message. It also carries the numbers flow control looks at (count,
+//! bytes, offset span) and the flags rebalance and orderly consumption coordinate through
+//! (dropped, locked, consuming).
+//!
+//! Orderly consumption moves a batch into a second map (`consuming_msg_orderly_tree_map`) while
+//! the listener runs, so the batch can be committed (removed for good) or rolled back (returned)
+//! as a unit.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+use comet_protocol::message::properties::keys;
+use parking_lot::Mutex;
+
+use crate::consumer::{MessageExt, duration_millis, now_millis};
+
+/// Validity of a broker lock as seen by the client (`rocketmq.client.rebalance.lockMaxLiveTime`).
+pub const REBALANCE_LOCK_MAX_LIVE_TIME: Duration = Duration::from_millis(30_000);
+/// Period of LOCK_BATCH_MQ for orderly consumers (`rocketmq.client.rebalance.lockInterval`).
+pub const REBALANCE_LOCK_INTERVAL: Duration = Duration::from_millis(20_000);
+/// A queue not pulled for this long is considered abandoned and dropped by rebalance
+/// (`rocketmq.client.pull.pullMaxIdleTime`).
+pub const PULL_MAX_IDLE_TIME: Duration = Duration::from_millis(120_000);
+/// Most stuck messages cleaned per queue per sweep (Java's loop bound in `cleanExpiredMsg`).
+pub const CLEAN_EXPIRED_MAX_PER_SWEEP: usize = 16;
+
+#[derive(Debug, Default)]
+struct Cache {
+    /// offset → message not yet consumed (and, for orderly, not taken).
+    msg_tree_map: BTreeMap<i64, MessageExt>,
+    /// Orderly only: the batch the listener is working on.
+    consuming_msg_orderly_tree_map: BTreeMap<i64, MessageExt>,
+    /// Messages cached in both maps.
+    msg_count: i64,
+    /// Body bytes cached in both maps.
+    msg_size: i64,
+    /// Largest offset ever put.
+    queue_offset_max: i64,
+    /// Whether a consume task is currently assigned to this queue (orderly / dispatch gate).
+    consuming: bool,
+    /// Messages the broker has beyond the last pulled one (for running info).
+    msg_acc_cnt: i64,
+}
+
+/// Consumer-side state of one MessageQueue.
+#[derive(Debug)]
+pub struct ProcessQueue {
+    cache: Mutex<Cache>,
+    /// Held by the orderly consume task while the listener runs; rebalance takes it before
+    /// giving the queue up so that a batch is never half consumed by two members.
+    consume_lock: tokio::sync::Mutex<()>,
+    dropped: AtomicBool,
+    locked: AtomicBool,
+    last_pull_timestamp: AtomicI64,
+    last_consume_timestamp: AtomicI64,
+    last_lock_timestamp: AtomicI64,
+    try_unlock_times: AtomicI64,
+}
+
+impl Default for ProcessQueue {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ProcessQueue {
+    pub fn new() -> Self {
+        let now = now_millis();
+        ProcessQueue {
+            cache: Mutex::new(Cache::default()),
+            consume_lock: tokio::sync::Mutex::new(()),
+            dropped: AtomicBool::new(false),
+            locked: AtomicBool::new(false),
+            last_pull_timestamp: AtomicI64::new(now),
+            last_consume_timestamp: AtomicI64::new(now),
+            last_lock_timestamp: AtomicI64::new(now),
+            try_unlock_times: AtomicI64::new(0),
+        }
+    }
+
+    /// Caches pulled messages. Returns whether the caller should dispatch a consume task (i.e.
+    /// there is something to consume and no task is assigned yet — orderly relies on this).
+    pub fn put_message(&self, msgs: &[MessageExt]) -> bool {
+        let mut cache = self.cache.lock();
+        let mut valid = 0;
+        for msg in msgs {
+            if cache.msg_tree_map.contains_key(&msg.queue_offset) {
+                continue;
+            }
+            valid += 1;
+            cache.queue_offset_max = msg.queue_offset;
+            cache.msg_size += body_len(msg);
+            cache.msg_tree_map.insert(msg.queue_offset, msg.clone());
+        }
+        cache.msg_count += valid;
+        let mut dispatch = false;
+        if !cache.msg_tree_map.is_empty() && !cache.consuming {
+            dispatch = true;
+            cache.consuming = true;
+        }
+        if let Some(last) = msgs.last() {
+            let max = last
+                .properties
+                .get(keys::MAX_OFFSET)
+                .and_then(|v| v.parse::<i64>().ok());
+            if let Some(max) = max {
+                let acc = max - last.queue_offset;
+                if acc > 0 {
+                    cache.msg_acc_cnt = acc;
+                }
+            }
+        }
+        dispatch
+    }
+
+    /// Removes consumed messages and returns the offset to commit: the smallest offset still
+    /// cached, or one past the largest ever cached when nothing is left; -1 when the queue held
+    /// nothing to begin with.
+    pub fn remove_message(&self, msgs: &[MessageExt]) -> i64 {
+        let mut cache = self.cache.lock();
+        self.last_consume_timestamp
+            .store(now_millis(), Ordering::Relaxed);
+        if cache.msg_tree_map.is_empty() {
+            return -1;
+        }
+        let mut result = cache.queue_offset_max + 1;
+        let mut removed = 0;
+        for msg in msgs {
+            if let Some(prev) = cache.msg_tree_map.remove(&msg.queue_offset) {
+                removed += 1;
+                cache.msg_size -= body_len(&prev);
+            }
+        }
+        cache.msg_count -= removed;
+        if let Some((first, _)) = cache.msg_tree_map.first_key_value() {
+            result = *first;
+        }
+        result
+    }
+
+    /// Highest minus lowest cached offset (0 when empty): how far concurrent consumption has
+    /// let the head fall behind the tail.
+    pub fn max_span(&self) -> i64 {
+        let cache = self.cache.lock();
+        match (
+            cache.msg_tree_map.first_key_value(),
+            cache.msg_tree_map.last_key_value(),
+        ) {
+            (Some((first, _)), Some((last, _))) => last - first,
+            _ => 0,
+        }
+    }
+
+    /// Messages cached (including an orderly batch in progress).
+    pub fn msg_count(&self) -> i64 {
+        self.cache.lock().msg_count
+    }
+
+    /// Body bytes cached.
+    pub fn msg_size(&self) -> i64 {
+        self.cache.lock().msg_size
+    }
+
+    /// Smallest and largest cached offsets.
+    pub fn offset_range(&self) -> Option<(i64, i64)> {
+        let cache = self.cache.lock();
+        Some((
+            *cache.msg_tree_map.first_key_value()?.0,
+            *cache.msg_tree_map.last_key_value()?.0,
+        ))
+    }
+
+    /// Messages the broker holds beyond what was pulled (as of the last pull).
+    pub fn msg_acc_cnt(&self) -> i64 {
+        self.cache.lock().msg_acc_cnt
+    }
+
+    /// Orderly: moves up to `batch_size` messages, lowest offsets first, into the consuming map.
+    /// An empty result clears the `consuming` flag so the next pull dispatches a new task.
+    pub fn take_messages(&self, batch_size: usize) -> Vec<MessageExt> {
+        let mut cache = self.cache.lock();
+        self.last_consume_timestamp
+            .store(now_millis(), Ordering::Relaxed);
+        let mut result = Vec::with_capacity(batch_size.min(cache.msg_tree_map.len()));
+        while result.len() < batch_size {
+            let Some((offset, msg)) = cache.msg_tree_map.pop_first() else {
+                break;
+            };
+            cache
+                .consuming_msg_orderly_tree_map
+                .insert(offset, msg.clone());
+            result.push(msg);
+        }
+        if result.is_empty() {
+            cache.consuming = false;
+        }
+        result
+    }
+
+    /// Orderly: the taken batch is done. Returns the offset to commit (one past the batch's
+    /// last offset), or -1 when nothing was taken.
+    pub fn commit(&self) -> i64 {
+        let mut cache = self.cache.lock();
+        let consuming = std::mem::take(&mut cache.consuming_msg_orderly_tree_map);
+        let Some((last, _)) = consuming.last_key_value() else {
+            return -1;
+        };
+        let last = *last;
+        cache.msg_count -= i64::try_from(consuming.len()).unwrap_or(i64::MAX);
+        cache.msg_size -= consuming.values().map(body_len).sum::<i64>();
+        last + 1
+    }
+
+    /// Orderly: returns the whole taken batch to the cache, to be taken again.
+    pub fn rollback(&self) {
+        let mut cache = self.cache.lock();
+        let consuming = std::mem::take(&mut cache.consuming_msg_orderly_tree_map);
+        cache.msg_tree_map.extend(consuming);
+    }
+
+    /// Orderly: returns `msgs` (with their updated reconsume times) from the taken batch to the
+    /// cache so they are consumed again.
+    pub fn make_message_to_consume_again(&self, msgs: &[MessageExt]) {
+        let mut cache = self.cache.lock();
+        for msg in msgs {
+            cache
+                .consuming_msg_orderly_tree_map
+                .remove(&msg.queue_offset);
+            cache.msg_tree_map.insert(msg.queue_offset, msg.clone());
+        }
+    }
+
+    /// Whether messages are cached (waiting or in an orderly batch).
+    pub fn has_temp_message(&self) -> bool {
+        let cache = self.cache.lock();
+        !cache.msg_tree_map.is_empty() || !cache.consuming_msg_orderly_tree_map.is_empty()
+    }
+
+    /// Drops every cached message (used when the queue is given up).
+    pub fn clear(&self) {
+        let mut cache = self.cache.lock();
+        cache.msg_tree_map.clear();
+        cache.consuming_msg_orderly_tree_map.clear();
+        cache.msg_count = 0;
+        cache.msg_size = 0;
+        cache.queue_offset_max = 0;
+    }
+
+    /// Concurrent consumption: the cached messages whose consumption started more than
+    /// `consume_timeout` ago, lowest offset first, at most [`CLEAN_EXPIRED_MAX_PER_SWEEP`]. Only
+    /// the head of the queue is examined, as in Java: a stuck head is what blocks the commit.
+    pub fn expired_head_messages(&self, consume_timeout: Duration) -> Vec<MessageExt> {
+        let now = now_millis();
+        let limit = duration_millis(consume_timeout);
+        let cache = self.cache.lock();
+        cache
+            .msg_tree_map
+            .values()
+            .take(CLEAN_EXPIRED_MAX_PER_SWEEP)
+            .take_while(|msg| {
+                msg.properties
+                    .get(keys::CONSUME_START_TIMESTAMP)
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|start| now - start > limit)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Stamps `CONSUME_START_TIME` on the cached copies of `msgs`, so that the expiry sweep sees
+    /// when their consumption started.
+    pub fn mark_consume_start(&self, msgs: &[MessageExt], millis: i64) {
+        let mut cache = self.cache.lock();
+        let stamp = millis.to_string();
+        for msg in msgs {
+            if let Some(cached) = cache.msg_tree_map.get_mut(&msg.queue_offset) {
+                cached
+                    .properties
+                    .insert(keys::CONSUME_START_TIMESTAMP, stamp.clone());
+            }
+        }
+    }
+
+    /// Whether `offset` is still the lowest cached offset.
+    pub fn is_head(&self, offset: i64) -> bool {
+        self.cache
+            .lock()
+            .msg_tree_map
+            .first_key_value()
+            .is_some_and(|(first, _)| *first == offset)
+    }
+
+    pub fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+
+    pub fn set_dropped(&self, dropped: bool) {
+        self.dropped.store(dropped, Ordering::Release);
+    }
+
+    pub fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Acquire)
+    }
+
+    pub fn set_locked(&self, locked: bool) {
+        self.locked.store(locked, Ordering::Release);
+    }
+
+    /// Whether the client-side view of the broker lock is too old to trust.
+    pub fn is_lock_expired(&self) -> bool {
+        now_millis() - self.last_lock_timestamp.load(Ordering::Relaxed)
+            > duration_millis(REBALANCE_LOCK_MAX_LIVE_TIME)
+    }
+
+    /// Whether nobody pulled this queue for [`PULL_MAX_IDLE_TIME`].
+    pub fn is_pull_expired(&self) -> bool {
+        now_millis() - self.last_pull_timestamp.load(Ordering::Relaxed)
+            > duration_millis(PULL_MAX_IDLE_TIME)
+    }
+
+    pub fn last_pull_timestamp(&self) -> i64 {
+        self.last_pull_timestamp.load(Ordering::Relaxed)
+    }
+
+    pub fn set_last_pull_timestamp(&self, millis: i64) {
+        self.last_pull_timestamp.store(millis, Ordering::Relaxed);
+    }
+
+    pub fn last_consume_timestamp(&self) -> i64 {
+        self.last_consume_timestamp.load(Ordering::Relaxed)
+    }
+
+    pub fn last_lock_timestamp(&self) -> i64 {
+        self.last_lock_timestamp.load(Ordering::Relaxed)
+    }
+
+    pub fn set_last_lock_timestamp(&self, millis: i64) {
+        self.last_lock_timestamp.store(millis, Ordering::Relaxed);
+    }
+
+    pub fn inc_try_unlock_times(&self) -> i64 {
+        self.try_unlock_times.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn try_unlock_times(&self) -> i64 {
+        self.try_unlock_times.load(Ordering::Relaxed)
+    }
+
+    /// Whether a consume task is assigned (orderly).
+    pub fn is_consuming(&self) -> bool {
+        self.cache.lock().consuming
+    }
+
+    /// The lock an orderly consume task holds while its listener runs.
+    pub fn consume_lock(&self) -> &tokio::sync::Mutex<()> {
+        &self.consume_lock
+    }
+
+    /// A JSON snapshot for running info (`ProcessQueueInfo`-like).
+    pub fn info(&self) -> serde_json::Value {
+        let cache = self.cache.lock();
+        serde_json::json!({
+            "commitOffset": cache.msg_tree_map.first_key_value().map(|(k, _)| *k),
+            "cachedMsgMinOffset": cache.msg_tree_map.first_key_value().map_or(0, |(k, _)| *k),
+            "cachedMsgMaxOffset": cache.msg_tree_map.last_key_value().map_or(0, |(k, _)| *k),
+            "cachedMsgCount": cache.msg_count,
+            "cachedMsgSizeInMiB": cache.msg_size / (1024 * 1024),
+            "transactionMsgCount": cache.consuming_msg_orderly_tree_map.len(),
+            "locked": self.is_locked(),
+            "tryUnlockTimes": self.try_unlock_times(),
+            "lastLockTimestamp": self.last_lock_timestamp(),
+            "droped": self.is_dropped(),
+            "lastPullTimestamp": self.last_pull_timestamp(),
+            "lastConsumeTimestamp": self.last_consume_timestamp(),
+        })
+    }
+}
+
+fn body_len(msg: &MessageExt) -> i64 {
+    i64::try_from(msg.body.len()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn msg(offset: i64, body: &str) -> MessageExt {
+        let mut m = MessageExt::new("T", Bytes::copy_from_slice(body.as_bytes()));
+        m.queue_offset = offset;
+        m
+    }
+
+    #[test]
+    fn remove_returns_the_lowest_unfinished_offset() {
+        let pq = ProcessQueue::new();
+        let msgs: Vec<_> = (10..15).map(|o| msg(o, "ab")).collect();
+        assert!(pq.put_message(&msgs));
+        assert_eq!(pq.msg_count(), 5);
+        assert_eq!(pq.msg_size(), 10);
+        assert_eq!(pq.max_span(), 4);
+        // Finishing 11 and 12 out of order leaves 10 as the commit point.
+        assert_eq!(pq.remove_message(&msgs[1..3]), 10);
+        assert_eq!(pq.remove_message(&msgs[0..1]), 13);
+        assert_eq!(pq.remove_message(&msgs[3..5]), 15);
+        assert_eq!(pq.msg_count(), 0);
+        assert_eq!(pq.msg_size(), 0);
+        assert_eq!(pq.remove_message(&msgs), -1);
+    }
+
+    #[test]
+    fn duplicates_are_cached_once_and_dispatch_only_when_idle() {
+        let pq = ProcessQueue::new();
+        assert!(pq.put_message(&[msg(1, "a")]));
+        // Already consuming: no second dispatch.
+        assert!(!pq.put_message(&[msg(1, "a"), msg(2, "b")]));
+        assert_eq!(pq.msg_count(), 2);
+    }
+
+    #[test]
+    fn orderly_take_commit_and_rollback() {
+        let pq = ProcessQueue::new();
+        pq.put_message(&(0..5).map(|o| msg(o, "x")).collect::<Vec<_>>());
+        let batch = pq.take_messages(2);
+        assert_eq!(
+            batch.iter().map(|m| m.queue_offset).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        pq.rollback();
+        let batch = pq.take_messages(3);
+        assert_eq!(
+            batch.iter().map(|m| m.queue_offset).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        assert_eq!(pq.commit(), 3);
+        assert_eq!(pq.msg_count(), 2);
+        let batch = pq.take_messages(1);
+        pq.make_message_to_consume_again(&batch);
+        assert_eq!(pq.take_messages(10).len(), 2);
+        assert_eq!(pq.commit(), 5);
+        assert_eq!(pq.commit(), -1);
+        assert!(pq.take_messages(1).is_empty());
+        assert!(!pq.is_consuming());
+        assert!(pq.put_message(&[msg(5, "y")]));
+    }
+
+    #[test]
+    fn expired_head_messages_only_takes_the_stuck_head() {
+        let pq = ProcessQueue::new();
+        let mut old = msg(0, "a");
+        old.properties.insert(
+            keys::CONSUME_START_TIMESTAMP,
+            (now_millis() - 60_000).to_string(),
+        );
+        let mut fresh = msg(1, "b");
+        fresh
+            .properties
+            .insert(keys::CONSUME_START_TIMESTAMP, now_millis().to_string());
+        let mut old_behind = msg(2, "c");
+        old_behind.properties.insert(
+            keys::CONSUME_START_TIMESTAMP,
+            (now_millis() - 60_000).to_string(),
+        );
+        pq.put_message(&[old, fresh, old_behind]);
+        let expired = pq.expired_head_messages(Duration::from_secs(30));
+        assert_eq!(
+            expired.iter().map(|m| m.queue_offset).collect::<Vec<_>>(),
+            vec![0]
+        );
+        assert!(pq.is_head(0));
+        assert!(!pq.is_head(1));
+    }
+}

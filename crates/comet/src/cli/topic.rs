@@ -1,0 +1,203 @@
+//! `comet topic create|list|route|stats|delete` (mqadmin `updateTopic`, `topicList`,
+//! `topicRoute`, `topicStatus`, `deleteTopic`).
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+use comet_client::admin::TopicTarget;
+use comet_client::admin::topic::{DEFAULT_ADMIN_QUEUE_NUMS, default_topic_config};
+use comet_protocol::body::{TopicFilterType, perm, to_standard_json};
+
+use super::{ConnectArgs, Table, format_millis};
+
+/// Cluster name Comet brokers register under by default.
+pub const DEFAULT_CLUSTER: &str = "DefaultCluster";
+
+#[derive(Debug, Args)]
+pub struct TopicArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    #[command(subcommand)]
+    pub command: TopicCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// Create or update a topic on one broker (-b) or every master of a cluster (-c).
+    Create {
+        /// Topic name.
+        topic: String,
+        /// Broker address (ip:port).
+        #[arg(short = 'b', long, conflicts_with = "cluster")]
+        broker: Option<String>,
+        /// Cluster name (default DefaultCluster when no broker is given).
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+        /// Read queue count.
+        #[arg(short = 'r', long, default_value_t = DEFAULT_ADMIN_QUEUE_NUMS)]
+        read_queues: i32,
+        /// Write queue count.
+        #[arg(short = 'w', long, default_value_t = DEFAULT_ADMIN_QUEUE_NUMS)]
+        write_queues: i32,
+        /// Permission: 2 write, 4 read, 6 read-write.
+        #[arg(short = 'p', long, default_value_t = perm::PERM_READ_WRITE)]
+        perm: i32,
+        /// Mark the topic as ordered.
+        #[arg(short = 'o', long)]
+        order: bool,
+    },
+    /// List every topic the name server knows.
+    List,
+    /// Show a topic's route (brokers and queues).
+    Route {
+        /// Topic name.
+        topic: String,
+    },
+    /// Show min/max offsets of every queue of a topic.
+    Stats {
+        /// Topic name.
+        topic: String,
+    },
+    /// Delete a topic from every master of a cluster and from the name servers.
+    Delete {
+        /// Topic name.
+        topic: String,
+        /// Cluster name.
+        #[arg(short = 'c', long, default_value = DEFAULT_CLUSTER)]
+        cluster: String,
+    },
+}
+
+pub async fn run(args: TopicArgs) -> Result<()> {
+    let admin = args.connect.admin()?;
+    let json = args.connect.json;
+    let outcome = execute(&admin, args.command, json).await;
+    admin.shutdown().await;
+    outcome
+}
+
+async fn execute(
+    admin: &comet_client::admin::MQAdmin,
+    command: TopicCommand,
+    json: bool,
+) -> Result<()> {
+    match command {
+        TopicCommand::Create {
+            topic,
+            broker,
+            cluster,
+            read_queues,
+            write_queues,
+            perm: permission,
+            order,
+        } => {
+            if read_queues <= 0 || write_queues <= 0 {
+                bail!("queue counts must be positive");
+            }
+            let target = match (broker, cluster) {
+                (Some(b), _) => TopicTarget::Broker(b),
+                (None, Some(c)) => TopicTarget::Cluster(c),
+                (None, None) => TopicTarget::Cluster(DEFAULT_CLUSTER.to_owned()),
+            };
+            let mut config = default_topic_config(topic.clone());
+            config.read_queue_nums = read_queues;
+            config.write_queue_nums = write_queues;
+            config.perm = permission;
+            config.order = order;
+            config.topic_filter_type = TopicFilterType::SingleTag;
+            let brokers = admin.create_topic(&target, &config).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"topic": topic, "brokers": brokers})
+                );
+            } else {
+                for b in brokers {
+                    println!("create topic {topic} to {b} success");
+                }
+            }
+        }
+        TopicCommand::List => {
+            let topics = admin.topic_list().await?;
+            if json {
+                println!("{}", serde_json::json!({ "topicList": topics }));
+            } else {
+                for t in topics {
+                    println!("{t}");
+                }
+            }
+        }
+        TopicCommand::Route { topic } => {
+            let route = admin.topic_route(&topic).await?;
+            if json {
+                println!("{}", to_standard_json(&route)?);
+                return Ok(());
+            }
+            let mut brokers = Table::new(["CLUSTER", "BROKER", "ID", "ADDRESS"]);
+            for bd in &route.broker_datas {
+                for (id, addr) in &bd.broker_addrs {
+                    brokers.row([
+                        bd.cluster.clone(),
+                        bd.broker_name.clone(),
+                        id.to_string(),
+                        addr.clone(),
+                    ]);
+                }
+            }
+            brokers.print();
+            println!();
+            let mut queues = Table::new(["BROKER", "READ", "WRITE", "PERM"]);
+            for qd in &route.queue_datas {
+                queues.row([
+                    qd.broker_name.clone(),
+                    qd.read_queue_nums.to_string(),
+                    qd.write_queue_nums.to_string(),
+                    perm::to_text(qd.perm),
+                ]);
+            }
+            queues.print();
+        }
+        TopicCommand::Stats { topic } => {
+            let stats = admin.topic_stats(&topic).await?;
+            let mut rows: Vec<_> = stats.offset_table.iter().collect();
+            rows.sort_by(|a, b| a.0.cmp(b.0));
+            if json {
+                let queues: Vec<_> = rows
+                    .iter()
+                    .map(|(mq, o)| {
+                        serde_json::json!({
+                            "brokerName": mq.broker_name, "queueId": mq.queue_id,
+                            "minOffset": o.min_offset, "maxOffset": o.max_offset,
+                            "lastUpdateTimestamp": o.last_update_timestamp,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::json!({"topic": topic, "queues": queues}));
+                return Ok(());
+            }
+            let mut table =
+                Table::new(["BROKER", "QID", "MIN_OFFSET", "MAX_OFFSET", "LAST_UPDATED"]);
+            for (mq, o) in rows {
+                table.row([
+                    mq.broker_name.clone(),
+                    mq.queue_id.to_string(),
+                    o.min_offset.to_string(),
+                    o.max_offset.to_string(),
+                    format_millis(o.last_update_timestamp),
+                ]);
+            }
+            table.print();
+        }
+        TopicCommand::Delete { topic, cluster } => {
+            admin.delete_topic(&topic, &cluster).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"deleted": topic, "cluster": cluster})
+                );
+            } else {
+                println!("delete topic [{topic}] from cluster [{cluster}] success");
+            }
+        }
+    }
+    Ok(())
+}

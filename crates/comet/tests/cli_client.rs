@@ -1,0 +1,176 @@
+//! Smoke test of the client subcommands: the built `comet` binary against an in-process name
+//! server and broker — produce, consume (pull and push modes), topic list, group progress.
+
+use std::process::Command;
+
+use comet_broker::{BrokerConfig, BrokerController};
+use comet_namesrv::{NameServer, NamesrvConfig};
+
+const TOPIC: &str = "CliSmokeTopic";
+
+/// Runs `comet <args>` on a blocking thread and returns its stdout; fails on a non-zero exit.
+async fn comet(args: Vec<String>) -> String {
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_comet"))
+            .args(&args)
+            .env_remove("NAMESRV_ADDR")
+            .output()
+            .expect("comet runs")
+    })
+    .await
+    .expect("blocking task");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "comet failed: {}\nstdout: {stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+fn args(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_consume_and_list() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let namesrv = NameServer::start(NamesrvConfig::new(
+        "127.0.0.1:0",
+        dir.path().join("namesrv"),
+    ))
+    .await
+    .expect("name server starts");
+    let ns = namesrv.local_addr().to_string();
+    let config = BrokerConfig {
+        bind_address: "127.0.0.1".parse().expect("literal IP"),
+        listen_port: 0,
+        store_path_root_dir: dir.path().join("store"),
+        mapped_file_size_commit_log: 4 * 1024 * 1024,
+        mapped_file_size_consume_queue: 1000 * 20,
+        max_hash_slot_num: 1000,
+        max_index_num: 4000,
+        namesrv_addr: vec![ns.clone()],
+        ..BrokerConfig::default()
+    };
+    let broker = BrokerController::start(config)
+        .await
+        .expect("broker starts");
+
+    let produced = comet(args(&[
+        "produce",
+        "-n",
+        &ns,
+        TOPIC,
+        "--count",
+        "6",
+        "--tags",
+        "T1",
+        "--body",
+        "hello {i}",
+        "--json",
+    ]))
+    .await;
+    let sent: Vec<serde_json::Value> = produced
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(sent.len(), 6);
+    assert!(sent.iter().all(|v| v["sendStatus"] == "SendOk"));
+
+    let pulled = comet(args(&[
+        "consume",
+        "-n",
+        &ns,
+        TOPIC,
+        "--mode",
+        "pull",
+        "--from",
+        "first",
+        "--count",
+        "4",
+        "-g",
+        "cli_pull_group",
+        "--json",
+    ]))
+    .await;
+    let bodies: Vec<String> = pulled
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("JSON message");
+            assert_eq!(v["tags"], "T1");
+            v["body"].as_str().expect("body").to_owned()
+        })
+        .collect();
+    assert_eq!(bodies.len(), 4);
+    assert!(bodies.iter().all(|b| b.starts_with("hello ")));
+
+    // The group committed exactly what was printed: its lag is the 2 unprinted messages.
+    let progress = comet(args(&[
+        "group",
+        "progress",
+        "-n",
+        &ns,
+        "cli_pull_group",
+        "-t",
+        TOPIC,
+        "--json",
+    ]))
+    .await;
+    let progress: serde_json::Value = serde_json::from_str(progress.trim()).expect("progress JSON");
+    assert_eq!(progress["diffTotal"], 2);
+
+    // A second run of the same group prints the remaining 2.
+    let rest = comet(args(&[
+        "consume",
+        "-n",
+        &ns,
+        TOPIC,
+        "--mode",
+        "pull",
+        "--from",
+        "first",
+        "--count",
+        "2",
+        "-g",
+        "cli_pull_group",
+        "--json",
+    ]))
+    .await;
+    let mut all: Vec<String> = bodies;
+    all.extend(rest.lines().map(|l| {
+        let v: serde_json::Value = serde_json::from_str(l).expect("JSON message");
+        v["body"].as_str().expect("body").to_owned()
+    }));
+    all.sort();
+    let expected: Vec<String> = (0..6).map(|i| format!("hello {i}")).collect();
+    assert_eq!(all, expected);
+
+    let pushed = comet(args(&[
+        "consume",
+        "-n",
+        &ns,
+        TOPIC,
+        "--mode",
+        "push",
+        "--from",
+        "first",
+        "--count",
+        "6",
+        "-g",
+        "cli_push_group",
+    ]))
+    .await;
+    assert_eq!(
+        pushed.lines().count(),
+        6,
+        "push mode prints every message: {pushed}"
+    );
+
+    let topics = comet(args(&["topic", "list", "-n", &ns])).await;
+    assert!(topics.lines().any(|l| l == TOPIC), "topic list: {topics}");
+
+    broker.shutdown().await.expect("broker stops");
+    namesrv.shutdown().await;
+}
