@@ -321,6 +321,23 @@ async fn exhausted_retry_goes_to_dlq() {
     let rsp = broker.invoke(custom).await;
     assert_eq!(rsp.code, SUCCESS);
     assert!(wait_stored(&broker, &dlq, 0, 2).await);
+
+    // While the group holds an orderly queue lock, a retry goes straight to the DLQ.
+    let locked: std::collections::BTreeSet<_> =
+        [comet_protocol::body::MessageQueue::new("Orderly", "broker-a", 0)].into();
+    assert_eq!(
+        broker
+            .ctx()
+            .rebalance_locks
+            .try_lock_batch(group, &locked, "client-1"),
+        locked
+    );
+    let mut orderly = send_v1(&retry, 0, b"orderly failure", &[]);
+    orderly.ext_mut().insert("reconsumeTimes", "1");
+    let rsp = broker.invoke(orderly).await;
+    assert_eq!(rsp.code, SUCCESS);
+    assert!(wait_stored(&broker, &dlq, 0, 3).await);
+    assert!(wait_stored(&broker, &retry, 0, 1).await, "the retry queue is unchanged");
     broker.shutdown().await;
 }
 

@@ -381,7 +381,10 @@ fn handle_retry_and_dlq(
         Some(max) if version >= MAX_RECONSUME_TIMES_MIN_VERSION => max,
         _ => group_config.retry_max_times,
     };
-    if msg.reconsume_times > max_reconsume_times {
+    // An orderly consumer holds queue locks: its failed messages must not come back out of order
+    // through the retry topic, so they go straight to the DLQ (as RocketMQ's broker does).
+    let orderly_locked = ctx.rebalance_locks.has_live_lock(&group);
+    if msg.reconsume_times > max_reconsume_times || orderly_locked {
         let dlq = dlq_topic(&group);
         let Some(dlq_config) = ctx.topic_config.create_topic_in_send_message_back(
             &dlq,
@@ -395,7 +398,7 @@ fn handle_retry_and_dlq(
             ));
         };
         tracing::info!(group = %group, reconsume_times = msg.reconsume_times, max_reconsume_times,
-            "retry budget exhausted; message goes to {dlq}");
+            orderly_locked, "retry budget exhausted or orderly group; message goes to {dlq}");
         msg.topic = dlq;
         msg.queue_id = random_queue(dlq_config.write_queue_nums);
         msg.properties.remove(keys::DELAY_TIME_LEVEL);
