@@ -178,7 +178,14 @@ async fn topic_group_and_message_administration() {
     assert!(
         wait_until(|| {
             let admin = &admin;
-            async move { admin.dlq_messages(group, 10).await.map(|d| d.len()).unwrap_or(0) == 1 }
+            async move {
+                admin
+                    .dlq_messages(group, 10)
+                    .await
+                    .map(|d| d.len())
+                    .unwrap_or(0)
+                    == 1
+            }
         })
         .await,
         "the sent-back message never reached the DLQ"
