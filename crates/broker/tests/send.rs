@@ -323,8 +323,10 @@ async fn exhausted_retry_goes_to_dlq() {
     assert!(wait_stored(&broker, &dlq, 0, 2).await);
 
     // While the group holds an orderly queue lock, a retry goes straight to the DLQ.
-    let locked: std::collections::BTreeSet<_> =
-        [comet_protocol::body::MessageQueue::new("Orderly", "broker-a", 0)].into();
+    let locked: std::collections::BTreeSet<_> = [comet_protocol::body::MessageQueue::new(
+        "Orderly", "broker-a", 0,
+    )]
+    .into();
     assert_eq!(
         broker
             .ctx()
@@ -337,7 +339,10 @@ async fn exhausted_retry_goes_to_dlq() {
     let rsp = broker.invoke(orderly).await;
     assert_eq!(rsp.code, SUCCESS);
     assert!(wait_stored(&broker, &dlq, 0, 3).await);
-    assert!(wait_stored(&broker, &retry, 0, 1).await, "the retry queue is unchanged");
+    assert!(
+        wait_stored(&broker, &retry, 0, 1).await,
+        "the retry queue is unchanged"
+    );
     broker.shutdown().await;
 }
 
