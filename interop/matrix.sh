@@ -275,6 +275,18 @@ passed_rows=()
     echo "pass: the runner's checks all ran and held. FAIL: the first failing check, as the client saw it."
     echo "not yet: not run (Comet's broker refuses transactional half messages today). n/a: no such API in that client."
     echo
+    echo "## What the rows check"
+    echo
+    echo "- Every scenario creates its own topic (4 queues) and groups; waits are condition polls bounded at 60 s."
+    echo "- send-*: send results (status, ids, per-queue offsets) and delivery of exactly the sent messages to a consumer."
+    echo "- compressed-body: an 8 KiB compressible body is inflated by the consumer, and the stored record is smaller than the body."
+    echo "- clustering: two consumers of one group, rebalance settled (disjoint, complete), 40 messages delivered exactly once (Java also waits for the committed lag to reach 0)."
+    echo "- retry-dlq: RECONSUME_LATER with maxReconsumeTimes 2 gives deliveries with reconsumeTimes 0, 1, 2, then the message is pulled from %DLQ%group."
+    echo "- delay-level: level 2; storeTimestamp - bornTimestamp >= 5000 ms on the delivered message."
+    echo "- from-last-offset / from-timestamp: no client sends setZeroIfNotFound, so for a new group a broker that still holds a queue's first message answers offset 0 and the consumer starts there (Apache's rule); the rows check that, and Java also checks the client's own start offsets (maxOffset, searchOffset at the second boundary)."
+    echo "- lite-pull-seek: Java DefaultLitePullConsumer assign + seek; rocketmq-client-go 2.1.2 has no lite pull consumer, so its row uses PullFrom at explicit offsets."
+    echo "- Go batch sends: the Go client reports an empty MsgID for batches (it reads UNIQ_KEY from the batch wrapper), so that row checks the broker's offset id and per-message ids instead."
+    echo
     echo "## Timing"
     echo
     echo "All rows: ${RUN_SECONDS} s wall clock with $JOBS rows in parallel on $(nproc) cores; whole script (builds, comet start and stop): $((SECONDS - T0)) s."

@@ -43,6 +43,7 @@ ensure_tools
 SUITES=(
     interop/store-compat/run.sh
     interop/matrix.sh
+    interop/comet-client/run.sh
 )
 passed=0
 failed=0

@@ -72,8 +72,9 @@ pub struct SubscriptionData {
     pub sub_string: String,
     #[serde(default)]
     pub tags_set: Vec<String>,
-    /// Java `String.hashCode()` of each tag.
-    #[serde(default)]
+    /// Java `String.hashCode()` of each tag. Java writes numbers; the Go client writes them as
+    /// JSON strings (`["2598919"]`), so both are accepted.
+    #[serde(default, deserialize_with = "code_set_lenient")]
     pub code_set: Vec<i32>,
     /// Creation time in ms.
     #[serde(default)]
@@ -191,6 +192,25 @@ impl HeartbeatData {
     }
 }
 
+/// Reads a `codeSet` whose entries are numbers (Java) or numeric strings (Go).
+fn code_set_lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<i32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Code {
+        Number(i32),
+        Text(String),
+    }
+    let raw = Option::<Vec<Code>>::deserialize(d)?.unwrap_or_default();
+    raw.into_iter()
+        .map(|c| match c {
+            Code::Number(n) => Ok(n),
+            Code::Text(t) => t.trim().parse::<i32>().map_err(|_| {
+                serde::de::Error::custom(format!("codeSet entry {t:?} is not an integer"))
+            }),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,5 +253,22 @@ mod tests {
         );
         assert_eq!(hb.encode().unwrap(), src.as_bytes());
         assert!(HeartbeatData::decode(br#"{"consumerDataSet":[{"consumeType":"NOPE"}]}"#).is_err());
+    }
+
+    #[test]
+    fn go_heartbeat_code_set_as_strings_is_accepted() {
+        // rocketmq-client-go v2.1.2 serialises codeSet entries as strings (utils.Set of strings).
+        let body = br#"{"clientID":"192.0.2.2@1","producerDataSet":[],"consumerDataSet":[{"groupName":"g","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"classFilterMode":false,"topic":"T","subString":"TagA || TagB","tagsSet":["TagA","TagB"],"codeSet":["2598919","2598920"],"subVersion":1,"expressionType":"TAG"}],"unitMode":false}]}"#;
+        let hb = HeartbeatData::decode(body).expect("Go heartbeat decodes");
+        let sub = &hb.consumer_data_set[0].subscription_data_set[0];
+        assert_eq!(sub.code_set, vec![2598919, 2598920]);
+        let java = br#"{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"T","subString":"TagA","tagsSet":["TagA"],"codeSet":[2598919],"subVersion":1}]}],"producerDataSet":[]}"#;
+        let hb = HeartbeatData::decode(java).expect("Java heartbeat decodes");
+        assert_eq!(
+            hb.consumer_data_set[0].subscription_data_set[0].code_set,
+            vec![2598919]
+        );
+        let bad = br#"{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"T","codeSet":["x"]}]}]}"#;
+        assert!(HeartbeatData::decode(bad).is_err());
     }
 }

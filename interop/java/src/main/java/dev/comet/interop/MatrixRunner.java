@@ -617,6 +617,14 @@ public final class MatrixRunner {
         check(mqs.size() == QUEUES, "fetchMessageQueues lists " + QUEUES + " queues, got " + mqs.size());
         check(mqs.contains(target), "fetchMessageQueues lists the queue written to");
         lite.assign(List.of(target));
+        // Drain the queue first: assign starts pulling at once, so a seek issued right away races
+        // with a pull already in flight (in any broker). After the drain the only pull in flight
+        // waits at the end of the queue, and seeks are deterministic.
+        List<MessageExt> drained = pollAtLeast(lite, count);
+        check(drained.size() == count, "assign then poll yields all " + count + ", got " + drained.size());
+        for (int i = 0; i < count; i++) {
+            check(drained.get(i).getQueueOffset() == i, "drained message " + i + " has offset " + i);
+        }
         lite.seek(target, 5);
         List<MessageExt> got = pollAtLeast(lite, count - 5);
         check(got.size() == count - 5, "seek(5) then poll yields " + (count - 5) + ", got " + got.size());
