@@ -25,6 +25,7 @@ ensure_tools() {
     fi
     command -v mvn >/dev/null || missing+=(mvn)
     command -v python3 >/dev/null || missing+=(python3)
+    command -v go >/dev/null || missing+=(go)
     ((${#missing[@]} == 0)) && return 0
     echo "interop: installing ${missing[*]} (apt-get)"
     command -v apt-get >/dev/null || { echo "interop: no apt-get to install ${missing[*]}" >&2; return 1; }
@@ -34,8 +35,9 @@ ensure_tools() {
     local jdk=openjdk-17-jdk-headless
     # Newer Debian releases dropped 17; any default JDK of 17 or later will do.
     apt-cache show "$jdk" >/dev/null 2>&1 || jdk=default-jdk-headless
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q maven "$jdk" python3
-    command -v java >/dev/null && command -v mvn >/dev/null && command -v python3 >/dev/null
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q maven "$jdk" python3 golang-go
+    command -v java >/dev/null && command -v mvn >/dev/null && command -v python3 >/dev/null &&
+        command -v go >/dev/null
 }
 
 ensure_tools
