@@ -7,6 +7,41 @@ cd "$(dirname "$0")/.."
 echo "== cargo test (unit, property, end-to-end) =="
 cargo test --workspace --locked
 
+echo "== comet bench produce: 10-second smoke run against comet serve =="
+cargo build --locked -p comet
+COMET_BIN="${CARGO_TARGET_DIR:-target}/debug/comet"
+SMOKE_DIR="$(mktemp -d)"
+"$COMET_BIN" serve --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
+    --data-dir "$SMOKE_DIR/data" --ready-file "$SMOKE_DIR/ready.json" >"$SMOKE_DIR/serve.log" 2>&1 &
+SMOKE_SERVE_PID=$!
+for _ in $(seq 600); do
+    [ -s "$SMOKE_DIR/ready.json" ] && break
+    kill -0 "$SMOKE_SERVE_PID" 2>/dev/null || { cat "$SMOKE_DIR/serve.log"; exit 1; }
+    sleep 0.1
+done
+SMOKE_NAMESRV="$(sed -n 's/.*"namesrv":"\([^"]*\)".*/\1/p' "$SMOKE_DIR/ready.json")"
+smoke_ok=yes
+"$COMET_BIN" bench produce -n "$SMOKE_NAMESRV" -t BenchSmoke -p 4 -s 1024 -d 10 --json \
+    >"$SMOKE_DIR/bench.json" || smoke_ok=no
+cat "$SMOKE_DIR/bench.json"
+# The run must have stored messages and had no failed send.
+grep -q '"failed":0,' "$SMOKE_DIR/bench.json" || smoke_ok=no
+grep -Eq '"messages":[1-9]' "$SMOKE_DIR/bench.json" || smoke_ok=no
+kill -TERM "$SMOKE_SERVE_PID" 2>/dev/null || true
+wait "$SMOKE_SERVE_PID" || true
+if [ "$smoke_ok" != yes ]; then
+    echo "comet bench smoke run failed; broker log:"
+    cat "$SMOKE_DIR/serve.log"
+    exit 1
+fi
+rm -rf "$SMOKE_DIR"
+
+if [ -x fuzz/smoke.sh ]; then
+    echo "== fuzz smoke: a few seconds per protocol decoder target =="
+    # Uses cargo-fuzz where it builds, else the stable replay harness; fails only on a crash.
+    fuzz/smoke.sh
+fi
+
 if [ -x interop/tests.sh ]; then
     echo "== interop tests against real RocketMQ peers =="
     interop/tests.sh

@@ -383,7 +383,34 @@ broker_config! {
     region_id: String = comet_protocol::headers::DEFAULT_MSG_REGION.to_owned() => "regionId",
     /// `traceOn`: the TRACE_ON announced in send responses.
     trace_on: bool = true => "traceOn",
+    /// `aclEnable`: check every request against `plain_acl.yml` (ACL 1.0, fact sheet §9).
+    acl_enable: bool = false => "aclEnable",
+    /// `aclFile`: the `plain_acl.yml` to use; empty means `$ROCKETMQ_HOME/conf/plain_acl.yml`
+    /// (RocketMQ's `rocketmq.acl.plain.file`). Reloaded when it changes.
+    acl_file: Option<PathBuf> = None => "aclFile",
+    /// `tlsServerMode`: `disabled`, `permissive` (TLS and plaintext on the listen port) or
+    /// `enforcing` (TLS only) — RocketMQ's `tls.server.mode`.
+    tls_server_mode: comet_remoting::TlsMode = comet_remoting::TlsMode::Disabled => "tlsServerMode",
+    /// `tlsServerCertPath`: PEM certificate chain (`tls.server.certPath`).
+    tls_server_cert_path: Option<PathBuf> = None => "tlsServerCertPath",
+    /// `tlsServerKeyPath`: PEM private key (`tls.server.keyPath`).
+    tls_server_key_path: Option<PathBuf> = None => "tlsServerKeyPath",
 }
+
+impl ConfigValue for comet_remoting::TlsMode {
+    const EXPECTED: &'static str = "disabled, permissive or enforcing";
+    fn parse_value(raw: &str) -> Option<Self> {
+        comet_remoting::TlsMode::parse(raw)
+    }
+    fn render(&self) -> String {
+        self.name().to_owned()
+    }
+}
+
+/// Environment variable naming RocketMQ's home; the default ACL file lives under it.
+pub const ROCKETMQ_HOME_ENV: &str = "ROCKETMQ_HOME";
+/// The ACL file relative to RocketMQ's home (or to the working directory without one).
+pub const DEFAULT_ACL_FILE: &str = "conf/plain_acl.yml";
 
 /// Joins continuation lines and yields `(line number, logical line)` pairs.
 fn logical_lines(text: &str) -> Result<Vec<(usize, String)>, ConfigError> {
@@ -501,6 +528,31 @@ impl BrokerConfig {
         out
     }
 
+    /// The `plain_acl.yml` in use: `aclFile`, else `$ROCKETMQ_HOME/conf/plain_acl.yml`, else
+    /// `conf/plain_acl.yml` under the working directory.
+    pub fn acl_file_path(&self) -> PathBuf {
+        if let Some(path) = &self.acl_file {
+            return path.clone();
+        }
+        match std::env::var_os(ROCKETMQ_HOME_ENV) {
+            Some(home) => PathBuf::from(home).join(DEFAULT_ACL_FILE),
+            None => PathBuf::from(DEFAULT_ACL_FILE),
+        }
+    }
+
+    /// The TLS settings of the listener, `None` when `tlsServerMode` is disabled.
+    pub fn tls_config(&self) -> Option<comet_remoting::TlsConfig> {
+        match (
+            self.tls_server_mode,
+            &self.tls_server_cert_path,
+            &self.tls_server_key_path,
+        ) {
+            (comet_remoting::TlsMode::Disabled, _, _) => None,
+            (mode, Some(cert), Some(key)) => Some(comet_remoting::TlsConfig::new(mode, cert, key)),
+            _ => None,
+        }
+    }
+
     /// Checks every value the broker relies on; the error names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key: &'static str, reason: String| Err(ConfigError::Invalid { key, reason });
@@ -596,6 +648,20 @@ impl BrokerConfig {
         })?;
         if self.delay_levels_millis().is_empty() {
             return invalid("messageDelayLevel", "must define at least one level".into());
+        }
+        if self.tls_server_mode != comet_remoting::TlsMode::Disabled {
+            if self.tls_server_cert_path.is_none() {
+                return invalid(
+                    "tlsServerCertPath",
+                    "required when tlsServerMode is not disabled".into(),
+                );
+            }
+            if self.tls_server_key_path.is_none() {
+                return invalid(
+                    "tlsServerKeyPath",
+                    "required when tlsServerMode is not disabled".into(),
+                );
+            }
         }
         Ok(())
     }
@@ -729,7 +795,7 @@ mod tests {
         let text = "# a comment\n! another\n\n  brokerClusterName = ClusterX  \nbrokerName:broker-b\n\
                     listenPort 10921\nnamesrvAddr=10.0.0.1:9876; 10.0.0.2:9876;\nflushDiskType=SYNC_FLUSH\n\
                     autoCreateTopicEnable=FALSE\nmessageDelayLevel=1s \\\n   5s 10s\nbrokerIP1=192.168.1.7\n\
-                    aclEnable=true\nstorePathRootDir=/data/store\n";
+                    enableCalcFilterBitMap=true\naclEnable=true\nstorePathRootDir=/data/store\n";
         let parsed = BrokerConfig::parse(text).unwrap();
         let c = &parsed.config;
         assert_eq!(c.broker_cluster_name, "ClusterX");
@@ -742,7 +808,42 @@ mod tests {
         assert_eq!(c.delay_levels_millis(), vec![1000, 5000, 10_000]);
         assert_eq!(c.resolve_broker_ip().to_string(), "192.168.1.7");
         assert_eq!(c.store_path_root_dir, PathBuf::from("/data/store"));
-        assert_eq!(parsed.unknown_keys, vec!["aclEnable".to_owned()]);
+        assert!(c.acl_enable);
+        assert_eq!(
+            parsed.unknown_keys,
+            vec!["enableCalcFilterBitMap".to_owned()]
+        );
+    }
+
+    #[test]
+    fn acl_and_tls_keys() {
+        let parsed = BrokerConfig::parse(
+            "aclEnable=true\naclFile=/etc/comet/plain_acl.yml\ntlsServerMode=permissive\n\
+             tlsServerCertPath=/etc/comet/server.pem\ntlsServerKeyPath=/etc/comet/server.key\n",
+        )
+        .unwrap();
+        let c = &parsed.config;
+        assert_eq!(c.acl_file_path(), PathBuf::from("/etc/comet/plain_acl.yml"));
+        let tls = c.tls_config().unwrap();
+        assert_eq!(tls.mode, comet_remoting::TlsMode::Permissive);
+        assert_eq!(tls.key_path, PathBuf::from("/etc/comet/server.key"));
+        assert!(BrokerConfig::default().tls_config().is_none());
+        let err = BrokerConfig::parse("tlsServerMode=enforcing\n").unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::Invalid {
+                key: "tlsServerCertPath",
+                ..
+            }
+        ));
+        let err = BrokerConfig::parse("tlsServerMode=sometimes\n").unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::Malformed {
+                key: "tlsServerMode",
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use comet_acl::{AclError, DEFAULT_WATCH_INTERVAL, PlainAccessValidator};
 use comet_protocol::code::RequestCode;
 use comet_remoting::{
     CancellationToken, RemotingError, RemotingServer, RequestProcessor, ServerConfig, ServerHandle,
@@ -53,6 +54,8 @@ pub enum BrokerError {
     Store(#[from] StoreError),
     #[error("remoting: {0}")]
     Remoting(#[from] RemotingError),
+    #[error("ACL: {0}")]
+    Acl(#[from] AclError),
     #[error("a blocking start-up or shutdown step failed: {0}")]
     Join(String),
 }
@@ -97,14 +100,37 @@ impl BrokerController {
             }
         };
 
-        let server =
-            match RemotingServer::bind(ServerConfig::new(config.listen_addr().to_string())).await {
-                Ok(s) => s,
+        let acl = if config.acl_enable {
+            let path = config.acl_file_path();
+            match tokio::task::spawn_blocking(move || PlainAccessValidator::open(path)).await {
+                Ok(Ok(validator)) => Some(Arc::new(validator)),
+                Ok(Err(e)) => {
+                    shutdown_store(&store).await;
+                    return Err(BrokerError::Acl(e));
+                }
                 Err(e) => {
                     shutdown_store(&store).await;
-                    return Err(e.into());
+                    return Err(BrokerError::Join(e.to_string()));
                 }
-            };
+            }
+        } else {
+            None
+        };
+        let server_config = ServerConfig {
+            tls: config.tls_config(),
+            ..ServerConfig::new(config.listen_addr().to_string())
+        };
+        let server = match RemotingServer::bind(server_config).await {
+            Ok(s) => s,
+            Err(e) => {
+                shutdown_store(&store).await;
+                return Err(e.into());
+            }
+        };
+        if let Some(acl) = &acl {
+            // Installed before any processor can run: no request is ever served unchecked.
+            server.add_rpc_hook(Arc::clone(acl) as Arc<dyn comet_remoting::RpcHook>);
+        }
         let local_addr = server.local_addr();
         let broker_ip = config.resolve_broker_ip();
         let store_host = SocketAddr::new(broker_ip, local_addr.port());
@@ -163,6 +189,9 @@ impl BrokerController {
         tasks.extend(schedule.start(&ctx));
         tasks.push(ClientHousekeeping::start(&ctx));
         tasks.push(spawn_persist_task(&ctx));
+        if let Some(acl) = &acl {
+            tasks.push(acl.spawn_watcher(DEFAULT_WATCH_INTERVAL, ctx.shutdown.clone()));
+        }
 
         let server = server.start();
         let identity = BrokerIdentity {

@@ -805,4 +805,28 @@ mod tests {
         let err = process_send_response("a", "broker-a", "T", &msg, &refused).expect_err("refused");
         assert!(matches!(err, ClientError::Broker { code: 17, .. }));
     }
+
+    /// Apache RocketMQ 5.3.3's answer (captured by interop/comet-client) to a pull after
+    /// `resetOffsetByTime` with the broker's default server-side reset: PULL_OFFSET_MOVED (21),
+    /// remark OFFSET_RESET, `nextBeginOffset` = the reset offset. The push consumer must see it
+    /// as OFFSET_ILLEGAL and move to `nextBeginOffset`.
+    #[test]
+    fn apache_offset_reset_pull_answer_is_offset_illegal() {
+        let captured: &[u8] =
+            include_bytes!("../tests/fixtures/apache-5.3.3/pull-offset-moved-after-reset.bin");
+        let mut buf = BytesMut::from(captured);
+        let response = comet_protocol::frame::decode_frame(&mut buf)
+            .expect("a valid frame")
+            .expect("a whole frame");
+        assert!(buf.is_empty());
+        assert_eq!(response.code, 21);
+        assert_eq!(response.remark.as_deref(), Some("OFFSET_RESET"));
+        let result = process_pull_response("127.0.0.1:10911", &response).expect("decoded");
+        assert_eq!(result.pull_status, PullStatus::OffsetIllegal);
+        assert_eq!(result.next_begin_offset, 0);
+        assert_eq!(result.min_offset, 0);
+        assert_eq!(result.max_offset, 4);
+        assert_eq!(result.suggest_which_broker_id, 0);
+        assert!(result.msg_found_list.is_empty());
+    }
 }

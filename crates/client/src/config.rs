@@ -10,6 +10,7 @@
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::time::Duration;
 
+use comet_acl::SessionCredentials;
 use comet_protocol::{LanguageCode, SerializeType};
 
 /// The instance name nobody chose.
@@ -59,6 +60,9 @@ pub struct ClientConfig {
     pub language: LanguageCode,
     /// Resource namespace (prefixes topics and groups as `ns%name`).
     pub namespace: Option<String>,
+    /// ACL credentials: when set, every request is signed with them (RocketMQ's
+    /// `AclClientRPCHook`), as brokers with `aclEnable=true` require.
+    pub credentials: Option<SessionCredentials>,
 }
 
 impl Default for ClientConfig {
@@ -76,6 +80,7 @@ impl Default for ClientConfig {
             serialize_type: SerializeType::Json,
             language: LanguageCode::Rust,
             namespace: None,
+            credentials: None,
         }
     }
 }

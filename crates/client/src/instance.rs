@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 
+use comet_acl::AclClientRpcHook;
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::route::MASTER_ID;
 use comet_protocol::body::{
@@ -222,6 +223,9 @@ impl MQClientInstance {
             serialize_type: config.serialize_type,
             ..comet_remoting::ClientConfig::default()
         });
+        if let Some(credentials) = &config.credentials {
+            remoting.add_rpc_hook(Arc::new(AclClientRpcHook::new(credentials.clone())));
+        }
         let api = MQClientApi::new(remoting, config.language, config.namesrv_addrs());
         Arc::new_cyclic(|weak: &Weak<MQClientInstance>| {
             let processor: Arc<dyn RequestProcessor> = Arc::new(ClientRemotingProcessor {

@@ -24,6 +24,7 @@ pub mod producer;
 pub mod route;
 
 pub use api::{CommunicationMode, MQClientApi, PullResultExt, PullStatus, SendResult, SendStatus};
+pub use comet_acl::SessionCredentials;
 pub use config::ClientConfig;
 pub use error::{ClientError, Result};
 pub use instance::{

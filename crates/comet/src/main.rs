@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+mod bench;
 mod broker;
 mod cli;
 mod namesrv;
@@ -38,6 +39,8 @@ enum Command {
     Group(cli::group::GroupArgs),
     /// Message lookup by key or id.
     Msg(cli::msg::MsgArgs),
+    /// Load generator for any RocketMQ-protocol broker: produce, consume, e2e latency.
+    Bench(bench::BenchArgs),
 }
 
 impl Command {
@@ -50,6 +53,7 @@ impl Command {
                 | Command::Topic(_)
                 | Command::Group(_)
                 | Command::Msg(_)
+                | Command::Bench(_)
         )
     }
 }
@@ -90,6 +94,7 @@ fn main() -> Result<()> {
             Command::Topic(args) => cli::topic::run(args).await,
             Command::Group(args) => cli::group::run(args).await,
             Command::Msg(args) => cli::msg::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
         }
     })
 }

@@ -8,6 +8,7 @@ use crate::limits::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
     DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION, DEFAULT_ONEWAY_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
 };
+use crate::tls::TlsConfig;
 
 /// Settings of a [`crate::RemotingServer`].
 #[derive(Debug, Clone)]
@@ -22,6 +23,8 @@ pub struct ServerConfig {
     pub max_pending_invokes_per_connection: usize,
     /// How long graceful shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
+    /// TLS on the listener; `None` (or mode `Disabled`) serves plaintext only.
+    pub tls: Option<TlsConfig>,
 }
 
 impl ServerConfig {
@@ -32,6 +35,7 @@ impl ServerConfig {
             max_in_flight_per_connection: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
             max_pending_invokes_per_connection: DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            tls: None,
         }
     }
 }

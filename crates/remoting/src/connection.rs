@@ -20,9 +20,8 @@ use bytes::{Bytes, BytesMut};
 use comet_protocol::RemotingCommand;
 use comet_protocol::code::ResponseCode;
 use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -71,6 +70,35 @@ pub(crate) fn spawn_connection(
         tracing::debug!(peer = %remote, error = %e, "cannot set TCP_NODELAY");
     }
     let (read_half, write_half) = stream.into_split();
+    Ok(spawn_halves(read_half, write_half, remote, local, ctx))
+}
+
+/// Like [`spawn_connection`] for any byte stream (a TLS session over TCP): the caller has
+/// already read the addresses and set socket options on the underlying TCP stream.
+pub(crate) fn spawn_stream<S>(
+    stream: S,
+    remote: std::net::SocketAddr,
+    local: std::net::SocketAddr,
+    ctx: &ConnectionContext,
+) -> Channel
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (read_half, write_half) = tokio::io::split(stream);
+    spawn_halves(read_half, write_half, remote, local, ctx)
+}
+
+fn spawn_halves<R, W>(
+    read_half: R,
+    write_half: W,
+    remote: std::net::SocketAddr,
+    local: std::net::SocketAddr,
+    ctx: &ConnectionContext,
+) -> Channel
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
     let channel = Channel::new(
         remote,
@@ -90,7 +118,7 @@ pub(crate) fn spawn_connection(
     ));
     ctx.connections
         .spawn(read_loop(channel.clone(), read_half, ctx.clone()));
-    Ok(channel)
+    channel
 }
 
 enum ReadEvent {
@@ -100,8 +128,8 @@ enum ReadEvent {
     Failed(RemotingError),
 }
 
-async fn next_event(
-    reader: &mut FramedRead<OwnedReadHalf, RemotingCodec>,
+async fn next_event<R: AsyncRead + Unpin>(
+    reader: &mut FramedRead<R, RemotingCodec>,
     idle: Option<Duration>,
 ) -> ReadEvent {
     let next = match idle {
@@ -118,7 +146,7 @@ async fn next_event(
     }
 }
 
-async fn read_loop(channel: Channel, read_half: OwnedReadHalf, ctx: ConnectionContext) {
+async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: ConnectionContext) {
     let mut reader =
         FramedRead::with_capacity(read_half, RemotingCodec::new(), READ_BUFFER_CAPACITY);
     let max_in_flight = ctx.options.max_in_flight.max(1);
@@ -226,9 +254,9 @@ async fn process_request(dispatcher: &Dispatcher, channel: &Channel, request: Re
     }
 }
 
-async fn write_loop(
+async fn write_loop<W: AsyncWrite + Unpin>(
     channel: Channel,
-    mut socket: OwnedWriteHalf,
+    mut socket: W,
     mut queue: mpsc::Receiver<Bytes>,
     dispatcher: Arc<Dispatcher>,
 ) {
@@ -269,8 +297,8 @@ async fn write_loop(
 }
 
 /// Writes `batch` (emptying it), coalescing small frames into `buf`.
-async fn write_batch(
-    socket: &mut OwnedWriteHalf,
+async fn write_batch<W: AsyncWrite + Unpin>(
+    socket: &mut W,
     batch: &mut Vec<Bytes>,
     buf: &mut BytesMut,
 ) -> std::io::Result<()> {

@@ -48,6 +48,9 @@ pub enum RemotingError {
         #[source]
         source: Arc<io::Error>,
     },
+    /// The TLS certificate or key cannot be loaded or used.
+    #[error("TLS setup failed: {reason}")]
+    Tls { reason: String },
     /// The client or server has been shut down.
     #[error("remoting endpoint is shut down")]
     Shutdown,

@@ -24,6 +24,7 @@ mod error;
 pub mod limits;
 mod processor;
 mod server;
+pub mod tls;
 
 pub use channel::Channel;
 pub use client::RemotingClient;
@@ -33,4 +34,5 @@ pub use config::{ClientConfig, ServerConfig};
 pub use error::{RemotingError, Result};
 pub use processor::{ChannelEventListener, RequestProcessor, RpcHook};
 pub use server::{RemotingServer, ServerHandle};
+pub use tls::{TlsConfig, TlsMode};
 pub use tokio_util::sync::CancellationToken;

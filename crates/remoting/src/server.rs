@@ -8,16 +8,19 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
-use crate::connection::{ConnectionContext, ConnectionOptions, spawn_connection};
+use crate::connection::{ConnectionContext, ConnectionOptions, spawn_connection, spawn_stream};
 use crate::error::{RemotingError, Result};
 use crate::limits::{ACCEPT_ERROR_BACKOFF, WRITE_DRAIN_TIMEOUT};
 use crate::processor::{ChannelEventListener, Dispatcher, RequestProcessor, RpcHook};
+use crate::tls::{
+    ServerTls, TLS_HANDSHAKE_RECORD_TYPE, TLS_HANDSHAKE_TIMEOUT, TlsMode, load_server_tls,
+};
 
 /// A bound, not yet running, remoting server. Register processors, then [`RemotingServer::start`]
 /// or [`RemotingServer::run`] it.
@@ -26,11 +29,17 @@ pub struct RemotingServer {
     listener: TcpListener,
     local_addr: SocketAddr,
     dispatcher: Arc<Dispatcher>,
+    tls: Option<ServerTls>,
 }
 
 impl RemotingServer {
-    /// Listens on `config.listen_addr`.
+    /// Listens on `config.listen_addr`. With `config.tls` enabled, the certificate and key are
+    /// loaded here, so a bad TLS setup fails start-up instead of every handshake.
     pub async fn bind(config: ServerConfig) -> Result<Self> {
+        let tls = match &config.tls {
+            Some(tls) => load_server_tls(tls)?,
+            None => None,
+        };
         let listener = TcpListener::bind(&config.listen_addr).await.map_err(|e| {
             RemotingError::BindFailed {
                 addr: config.listen_addr.clone(),
@@ -43,6 +52,7 @@ impl RemotingServer {
             listener,
             local_addr,
             dispatcher: Arc::new(Dispatcher::default()),
+            tls,
         })
     }
 
@@ -100,7 +110,8 @@ impl RemotingServer {
             stop: CancellationToken::new(),
             close_all: CancellationToken::new(),
         };
-        tracing::info!(addr = %self.local_addr, "remoting server listening");
+        let tls_mode = self.tls.as_ref().map_or(TlsMode::Disabled, |t| t.mode);
+        tracing::info!(addr = %self.local_addr, tls = tls_mode.name(), "remoting server listening");
         loop {
             let accepted = tokio::select! {
                 biased;
@@ -108,11 +119,23 @@ impl RemotingServer {
                 accepted = self.listener.accept() => accepted,
             };
             match accepted {
-                Ok((stream, peer)) => {
-                    if let Err(e) = spawn_connection(stream, &ctx) {
-                        tracing::debug!(peer = %peer, error = %e, "accepted connection unusable");
+                Ok((stream, peer)) => match &self.tls {
+                    None => {
+                        if let Err(e) = spawn_connection(stream, &ctx) {
+                            tracing::debug!(peer = %peer, error = %e, "accepted connection unusable");
+                        }
                     }
-                }
+                    Some(tls) => {
+                        let (tls, task_ctx) = (tls.clone(), ctx.clone());
+                        ctx.connections.spawn(async move {
+                            let stop = task_ctx.stop.clone();
+                            tokio::select! {
+                                _ = stop.cancelled() => {}
+                                _ = start_tls_or_plain(stream, peer, tls, &task_ctx) => {}
+                            }
+                        });
+                    }
+                },
                 Err(e) => {
                     tracing::warn!(addr = %self.local_addr, error = %e, "accept failed");
                     tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
@@ -138,6 +161,65 @@ impl RemotingServer {
         // Writers bound their own flush by WRITE_DRAIN_TIMEOUT; this only guards against a bug.
         let _ = tokio::time::timeout(WRITE_DRAIN_TIMEOUT * 2, ctx.connections.wait()).await;
         tracing::info!(addr = %self.local_addr, "remoting server stopped");
+    }
+}
+
+/// Decides by the first byte whether `stream` speaks TLS (see [`crate::tls`]) and starts the
+/// connection accordingly. Runs on its own task: the peek and the handshake are bounded by
+/// [`TLS_HANDSHAKE_TIMEOUT`].
+async fn start_tls_or_plain(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: ServerTls,
+    ctx: &ConnectionContext,
+) {
+    let mut first = [0u8; 1];
+    let peeked = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await;
+    match peeked {
+        Ok(Ok(1)) => {}
+        Ok(Ok(_)) => {
+            tracing::debug!(peer = %peer, "connection closed before sending anything");
+            return;
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(peer = %peer, error = %e, "reading the first byte failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(peer = %peer, timeout = ?TLS_HANDSHAKE_TIMEOUT,
+                "closing connection that sent nothing");
+            return;
+        }
+    }
+    if first[0] != TLS_HANDSHAKE_RECORD_TYPE {
+        if tls.mode == TlsMode::Enforcing {
+            tracing::warn!(peer = %peer, "plaintext connection refused: TLS mode is enforcing");
+            return;
+        }
+        if let Err(e) = spawn_connection(stream, ctx) {
+            tracing::debug!(peer = %peer, error = %e, "accepted connection unusable");
+        }
+        return;
+    }
+    let local = match stream.local_addr() {
+        Ok(local) => local,
+        Err(e) => {
+            tracing::debug!(peer = %peer, error = %e, "accepted connection unusable");
+            return;
+        }
+    };
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(peer = %peer, error = %e, "cannot set TCP_NODELAY");
+    }
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
+        Ok(Ok(session)) => {
+            tracing::debug!(peer = %peer, "TLS session established");
+            spawn_stream(session, peer, local, ctx);
+        }
+        Ok(Err(e)) => tracing::warn!(peer = %peer, error = %e, "TLS handshake failed"),
+        Err(_) => {
+            tracing::warn!(peer = %peer, timeout = ?TLS_HANDSHAKE_TIMEOUT, "TLS handshake timed out")
+        }
     }
 }
 

@@ -45,6 +45,10 @@ pub const MAX_PULL_MSG_SIZE: usize = 128 * 1024 * 1024;
 pub const MIN_PULL_MSG_SIZE: usize = 100;
 /// Fewest ConsumeQueue units read per chunk by `get_message`.
 const MIN_READ_CHUNK_UNITS: usize = 32;
+/// Most ConsumeQueue units read per chunk by `get_message`, whatever `maxMsgNums` a peer sends:
+/// the chunk is allocated up front, and a pull never returns more than the transfer-count limits
+/// anyway (further chunks are read only when the filter skips units).
+const MAX_READ_CHUNK_UNITS: usize = 1024;
 
 /// Outcome of [`MessageStore::get_message`] (RocketMQ `GetMessageStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -699,7 +703,9 @@ impl MessageStore {
         let max_pull_size = max_total_bytes.clamp(MIN_PULL_MSG_SIZE, MAX_PULL_MSG_SIZE);
         let scan_units = max_filter_size / CQ_STORE_UNIT_SIZE + 1;
         // Units are read in chunks: an unfiltered pull usually needs only `max_msg_nums`.
-        let chunk = max_msg_nums.clamp(MIN_READ_CHUNK_UNITS, scan_units);
+        let chunk = max_msg_nums
+            .min(MAX_READ_CHUNK_UNITS)
+            .clamp(MIN_READ_CHUNK_UNITS, scan_units);
         let mut units: Vec<CqUnit> = Vec::with_capacity(chunk);
         cq.read(offset, chunk, &mut units);
         drop(cq);

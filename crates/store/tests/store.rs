@@ -627,3 +627,23 @@ async fn retention_deletes_segments_and_disk_full_refuses_writes() {
     );
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Regression (abuse test): a pull asking for `i32::MAX` messages used to size its ConsumeQueue
+/// read buffer from that number and abort the broker on a 48 GiB allocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_max_msg_nums_is_bounded() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = open(dir.path(), FlushDiskType::SyncFlush);
+    for i in 0..3 {
+        store
+            .put_message(message("H", 0, Bytes::from(format!("m{i}")), None, None))
+            .await;
+    }
+    assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
+    let got = store.get_message("g", "H", 0, 0, i32::MAX as usize, 1 << 20, None);
+    assert_eq!(got.status, GetMessageStatus::Found);
+    assert_eq!(got.msg_count, 3);
+    let got = store.get_message("g", "H", 0, 0, usize::MAX, usize::MAX, None);
+    assert_eq!(got.msg_count, 3);
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+}

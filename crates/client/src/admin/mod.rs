@@ -17,8 +17,10 @@
 //! - [`message`]: query by key/id, dead-letter queue listing and resend.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use comet_acl::AclClientRpcHook;
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{ClusterInfo, TopicRouteData};
 use comet_protocol::code::{RequestCode, ResponseCode};
@@ -65,6 +67,9 @@ impl MQAdmin {
             serialize_type: config.serialize_type,
             ..comet_remoting::ClientConfig::default()
         });
+        if let Some(credentials) = &config.credentials {
+            remoting.add_rpc_hook(Arc::new(AclClientRpcHook::new(credentials.clone())));
+        }
         let api = MQClientApi::new(remoting, config.language, namesrv);
         Ok(MQAdmin {
             config,

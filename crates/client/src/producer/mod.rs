@@ -67,14 +67,19 @@ const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 /// Separator of message ids of a batch.
 const BATCH_ID_SEPARATOR: &str = ",";
 
-/// Broker answers after which another broker may succeed (Java's retry list).
-const RETRIABLE_RESPONSE_CODES: [ResponseCode; 6] = [
+/// Broker answers after which another attempt may succeed: the 5.x Java producer's default
+/// `retryResponseCodes`. SYSTEM_BUSY is what an Apache broker answers when its send queue is
+/// flow-controlled (`[TIMEOUT_CLEAN_QUEUE]broker busy`, `[PCBUSY_CLEAN_QUEUE]`), GO_AWAY what a
+/// 5.x broker or proxy answers while shutting down; 4.9 retried on neither.
+const RETRIABLE_RESPONSE_CODES: [ResponseCode; 8] = [
     ResponseCode::TopicNotExist,
     ResponseCode::ServiceNotAvailable,
     ResponseCode::SystemError,
+    ResponseCode::SystemBusy,
     ResponseCode::NoPermission,
     ResponseCode::NoBuyerId,
     ResponseCode::NotInCurrentUnit,
+    ResponseCode::GoAway,
 ];
 
 /// Settings of a [`DefaultMQProducer`] (defaults: fact sheet §10.6).
@@ -854,6 +859,7 @@ mod tests {
         assert!(is_retriable(&broker(ResponseCode::SystemError)));
         assert!(is_retriable(&broker(ResponseCode::TopicNotExist)));
         assert!(!is_retriable(&broker(ResponseCode::MessageIllegal)));
+        assert!(is_retriable(&broker(ResponseCode::GoAway)));
         assert!(is_retriable(&ClientError::Remoting(
             comet_remoting::RemotingError::Shutdown
         )));
@@ -869,5 +875,24 @@ mod tests {
             .err()
             .expect("refused");
         assert!(matches!(err, ClientError::ServiceState { .. }));
+    }
+
+    /// What Apache RocketMQ 5.3.3 answered a sync send while its send queue was flow-controlled
+    /// (seen by interop/comet-client on a loaded machine): SYSTEM_BUSY (2) with this remark. The
+    /// 5.x Java producer retries it, so the send must be retried, not failed.
+    #[test]
+    fn apache_broker_busy_answer_is_retried() {
+        let busy = comet_protocol::RemotingCommand::response(
+            ResponseCode::SystemBusy,
+            Some(
+                "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, \
+                 period in queue: 770ms, size of queue: 1"
+                    .to_string(),
+            ),
+        );
+        assert_eq!(busy.code, 2);
+        let error = crate::api::broker_error("127.0.0.1:10911", &busy);
+        assert!(matches!(error, ClientError::Broker { code: 2, .. }));
+        assert!(is_retriable(&error));
     }
 }

@@ -78,8 +78,10 @@ pub const BROKER_SUSPEND_MAX_TIME: Duration = Duration::from_millis(15_000);
 /// Timeout of a pull request; must exceed [`BROKER_SUSPEND_MAX_TIME`].
 pub const CONSUMER_TIMEOUT_WHEN_SUSPEND: Duration = Duration::from_millis(30_000);
 /// After OFFSET_ILLEGAL, how long the dropped queue waits before its offset is fixed and its
-/// state removed (so in-flight consumption settles first).
-pub const OFFSET_ILLEGAL_FIX_DELAY: Duration = Duration::from_millis(10_000);
+/// state removed. Zero, as in the 5.x Java client: a broker-side offset reset (Apache 5.x answers
+/// the next pull with PULL_OFFSET_MOVED) must take effect at once, and the dropped process queue
+/// already keeps in-flight consumption from committing. The 4.9 client waited 10 s.
+pub const OFFSET_ILLEGAL_FIX_DELAY: Duration = Duration::ZERO;
 /// Flow control logs one warning per this many refusals.
 pub const FLOW_CONTROL_WARN_EVERY: u64 = 1000;
 /// Default start of CONSUME_FROM_TIMESTAMP: this long before the consumer starts.
@@ -1178,6 +1180,9 @@ impl PushConsumerInner {
                         rt2.rebalance
                             .remove_process_queue(me.as_ref(), &request.message_queue)
                             .await;
+                        // Re-create the queue now, from the fixed offset, instead of at the
+                        // next periodic rebalance (up to 20 s later), as the 5.x Java client does.
+                        rt2.instance.rebalance_immediately();
                         tracing::warn!(mq = %request.message_queue, next_offset = request.next_offset,
                             "fix the pull request offset");
                     },

@@ -1,0 +1,414 @@
+#!/usr/bin/env bash
+# Side-by-side comparison of Comet with Apache RocketMQ (and optionally rocketmq-rust) on this box,
+# with one load generator for all of them (`comet bench`). Writes a results section into
+# BENCHMARKS.md (between the "compare.sh results" markers, replacing an earlier run's section).
+#
+#   bench/compare.sh [--with-rocketmq-rust] [--brokers "comet apache"] [--no-write]
+#
+# Each workload runs against a freshly started broker with an empty store, so peak RSS, CPU
+# seconds and start-to-first-send are per workload. See bench/README.md for the knobs.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+
+DURATION="${DURATION:-60}"            # seconds per timed workload (W1, W2, W3, W5)
+PRODUCERS="${PRODUCERS:-32}"          # concurrent senders (W1, W2, W5)
+SIZE="${SIZE:-1024}"                  # body bytes
+QUEUES="${QUEUES:-8}"                 # queues of each topic
+W3_RATE="${W3_RATE:-10000}"           # msg/s of the e2e workload
+W3_PRODUCERS="${W3_PRODUCERS:-32}"    # senders sharing the W3 schedule
+W4_COUNT="${W4_COUNT:-1000000}"       # backlog size of W4
+W5_BATCH="${W5_BATCH:-32}"            # messages per batch of W5
+JAVA_HEAP="${JAVA_HEAP:-1g}"          # -Xms/-Xmx of each Apache JVM
+ROCKETMQ_VERSION="${ROCKETMQ_VERSION:-5.3.3}"
+RMQRS_VERSION="${RMQRS_VERSION:-^1}"  # rocketmq-rust crates version requirement
+START_PATIENCE="${START_PATIENCE:-180}"
+CEILING_SECS="${CEILING_SECS:-3}"
+WORK="${WORK:-$(mktemp -d /tmp/comet-compare.XXXXXX)}"
+OUT="${OUT:-$ROOT/BENCHMARKS.md}"
+BROKERS="comet apache"
+WRITE=yes
+
+while (($#)); do
+    case "$1" in
+    --with-rocketmq-rust) BROKERS="$BROKERS rocketmq-rust" ;;
+    --brokers) BROKERS="$2"; shift ;;
+    --no-write) WRITE=no ;;
+    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+die() { echo "compare.sh: $*" >&2; exit 1; }
+log() { echo "[compare $(date +%H:%M:%S)] $*" >&2; }
+mkdir -p "$WORK"
+RESULTS="$WORK/results.tsv"   # broker  workload  key  value
+: >"$RESULTS"
+COMMANDS="$WORK/commands.txt"
+: >"$COMMANDS"
+
+# ---- the load generator ---------------------------------------------------------------------------
+if [[ -z "${COMET_BIN:-}" ]]; then
+    log "building comet (release)"
+    (cd "$ROOT" && cargo build --release --locked -p comet >&2)
+    COMET_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/comet"
+fi
+[[ -x "$COMET_BIN" ]] || die "no comet binary at $COMET_BIN"
+
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RESULTS"; }
+
+# json_get <file> <dotted.path>: prints a field of a JSON object (empty when absent).
+json_get() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split('.'):
+    v = v.get(k) if isinstance(v, dict) else None
+print("" if v is None else v)
+PY
+}
+
+# bench <broker> <workload> <outfile> <args...>: runs `comet bench` and logs the command line.
+bench() {
+    local broker=$1 workload=$2 out=$3
+    shift 3
+    echo "$broker $workload: comet bench $*" >>"$COMMANDS"
+    "$COMET_BIN" bench "$@" --json >"$out"
+}
+
+# ---- broker lifecycle -----------------------------------------------------------------------------
+# Free ports: a name server port, and a broker port P with P-2 and P+1 free (Apache's fast channel
+# and HA listener).
+free_ports() {
+    python3 - <<'PY'
+import socket
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+def anyp():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+n = anyp()
+while True:
+    p = anyp()
+    if p > 1024 and p != n and all(free(q) for q in (p - 2, p, p + 1)) and n not in (p - 2, p + 1):
+        print(n, p); break
+PY
+}
+
+now_ns() { date +%s%N; }
+
+# start_broker <broker> <flush> <dir>: sets BROKER_PID, NAMESRV, STARTED_NS, STARTER_PID.
+start_broker() {
+    local broker=$1 flush=$2 dir=$3 ports
+    rm -rf "$dir"; mkdir -p "$dir"
+    ports="$(free_ports)"
+    local np="${ports% *}" bp="${ports#* }"
+    NAMESRV="127.0.0.1:$np"
+    STARTED_NS="$(now_ns)"
+    case "$broker" in
+    comet)
+        "$COMET_BIN" serve --namesrv-listen "$NAMESRV" --broker-listen "127.0.0.1:$bp" \
+            --data-dir "$dir/data" --set "flushDiskType=$flush" >"$dir/comet.log" 2>&1 &
+        BROKER_PID=$!
+        STARTER_PID=""
+        echo "comet serve --namesrv-listen $NAMESRV --broker-listen 127.0.0.1:$bp --data-dir DIR --set flushDiskType=$flush" >"$dir/cmdline"
+        ;;
+    apache)
+        NAMESRV_PORT=$np BROKER_PORT=$bp FLUSH_DISK_TYPE=$flush JAVA_HEAP=$JAVA_HEAP \
+            ROCKETMQ_VERSION=$ROCKETMQ_VERSION "$ROOT/interop/apache/run.sh" start "$dir/rmq" >"$dir/runsh.log" 2>&1 &
+        STARTER_PID=$!
+        # The broker pid file appears once run.sh launched the broker JVM.
+        local deadline=$((SECONDS + START_PATIENCE))
+        until [[ -s "$dir/rmq/broker.pid" ]]; do
+            kill -0 "$STARTER_PID" 2>/dev/null || { cat "$dir/runsh.log" >&2; die "Apache start failed"; }
+            ((SECONDS < deadline)) || die "Apache broker did not start"
+            sleep 0.05
+        done
+        BROKER_PID="$(cat "$dir/rmq/broker.pid")"
+        echo "interop/apache/run.sh start DIR (NamesrvStartup + BrokerStartup, -Xms$JAVA_HEAP -Xmx$JAVA_HEAP, flushDiskType=$flush)" >"$dir/cmdline"
+        ;;
+    rocketmq-rust)
+        local bin="$WORK/rocketmq-rust/bin"
+        mkdir -p "$dir/store"
+        printf 'listenPort=%s\nbindAddress=127.0.0.1\n' "$np" >"$dir/namesrv.conf"
+        cat >"$dir/broker.conf" <<CONF
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerId=0
+listenPort=$bp
+brokerIP1=127.0.0.1
+namesrvAddr=$NAMESRV
+storePathRootDir=$dir/store
+flushDiskType=$flush
+autoCreateTopicEnable=true
+CONF
+        "$bin/rocketmq-namesrv-rust" -c "$dir/namesrv.conf" >"$dir/namesrv.log" 2>&1 &
+        STARTER_PID=$!
+        "$bin/rocketmq-broker-rust" -c "$dir/broker.conf" -n "$NAMESRV" >"$dir/broker.log" 2>&1 &
+        BROKER_PID=$!
+        echo "rocketmq-namesrv-rust -c namesrv.conf; rocketmq-broker-rust -c broker.conf -n $NAMESRV (flushDiskType=$flush)" >"$dir/cmdline"
+        ;;
+    *) die "unknown broker $broker" ;;
+    esac
+}
+
+# wait_ready <broker> <workload> <dir>: waits for the first accepted send; records start_ms.
+wait_ready() {
+    local broker=$1 workload=$2 dir=$3
+    bench "$broker" "$workload-ready" "$dir/ready.json" produce -n "$NAMESRV" -t "Ready$workload" \
+        --queues "$QUEUES" -p 1 -s "$SIZE" --count 1 --wait-ready "$START_PATIENCE" \
+        || die "$broker did not accept a send within ${START_PATIENCE}s (see $dir)"
+    local ready_ns
+    ready_ns="$(json_get "$dir/ready.json" ready_unix_nanos)"
+    record "$broker" "$workload" start_ms "$(((ready_ns - STARTED_NS) / 1000000))"
+    if [[ -n "${STARTER_PID:-}" && "$broker" == apache ]]; then
+        wait "$STARTER_PID" || die "run.sh start failed"
+    fi
+}
+
+# proc_stats <pid>: "<peak RSS KiB> <CPU seconds>" from /proc.
+# proc_stats <pid>: "<peak RSS KiB> <anonymous RSS KiB now> <CPU seconds>" from /proc. The peak
+# includes resident pages of the mapped commit log (file-backed), for every broker alike.
+proc_stats() {
+    local pid=$1 hwm anon ticks
+    hwm="$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")"
+    anon="$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")"
+    ticks="$(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')"
+    echo "$hwm $anon $(python3 -c "import os,sys; print(round(int(sys.argv[1]) / os.sysconf('SC_CLK_TCK'), 2))" "$ticks")"
+}
+
+stop_broker() {
+    local broker=$1 workload=$2 dir=$3
+    local hwm anon cpu
+    read -r hwm anon cpu < <(proc_stats "$BROKER_PID")
+    record "$broker" "$workload" rss_mib "$((hwm / 1024))"
+    record "$broker" "$workload" anon_mib "$((anon / 1024))"
+    record "$broker" "$workload" cpu_s "$cpu"
+    case "$broker" in
+    comet)
+        kill -TERM "$BROKER_PID" 2>/dev/null || true
+        wait "$BROKER_PID" 2>/dev/null || true
+        ;;
+    apache) "$ROOT/interop/apache/run.sh" stop "$dir/rmq" >>"$dir/runsh.log" 2>&1 || true ;;
+    rocketmq-rust)
+        kill -TERM "$BROKER_PID" "$STARTER_PID" 2>/dev/null || true
+        wait "$BROKER_PID" "$STARTER_PID" 2>/dev/null || true
+        ;;
+    esac
+    rm -rf "$dir/data" "$dir/rmq/store" "$dir/store"
+}
+
+# ---- workloads ------------------------------------------------------------------------------------
+run_workload() {
+    local broker=$1 w=$2 dir="$WORK/$1-$2" flush=ASYNC_FLUSH
+    [[ $w == W2 ]] && flush=SYNC_FLUSH
+    log "$broker $w ($flush)"
+    start_broker "$broker" "$flush" "$dir"
+    wait_ready "$broker" "$w" "$dir"
+    cp "$dir/cmdline" "$WORK/cmdline-$broker"
+    local out="$dir/result.json"
+    case "$w" in
+    W1 | W2)
+        bench "$broker" "$w" "$out" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+            -p "$PRODUCERS" -s "$SIZE" -m sync -d "$DURATION"
+        record "$broker" "$w" tps "$(json_get "$out" tps)"
+        record "$broker" "$w" p50_ms "$(json_get "$out" send_rt.p50_us | awk '{printf "%.3f", $1/1000}')"
+        record "$broker" "$w" p99_ms "$(json_get "$out" send_rt.p99_us | awk '{printf "%.3f", $1/1000}')"
+        record "$broker" "$w" failed "$(json_get "$out" failed)"
+        ;;
+    W3)
+        bench "$broker" "$w" "$out" e2e -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+            -p "$W3_PRODUCERS" -s "$SIZE" --rate "$W3_RATE" -d "$DURATION" --warmup 2
+        record "$broker" "$w" tps "$(json_get "$out" tps)"
+        for q in p50 p99 p99_9; do
+            record "$broker" "$w" "${q}_ms" "$(json_get "$out" "e2e_latency.${q}_us" | awk '{printf "%.3f", $1/1000}')"
+        done
+        record "$broker" "$w" lost "$(json_get "$out" lost)"
+        ;;
+    W4)
+        bench "$broker" "$w" "$dir/backlog.json" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+            -p "$PRODUCERS" -s "$SIZE" -m batch --batch "$W5_BATCH" --count "$W4_COUNT"
+        record "$broker" "$w" backlog_mb_s "$(json_get "$dir/backlog.json" mb_per_sec)"
+        bench "$broker" "$w" "$out" consume -n "$NAMESRV" -t "Bench$w" -m push -g "BenchW4Group" \
+            --from-where first --count "$W4_COUNT" -d "$((DURATION * 10))"
+        record "$broker" "$w" mb_s "$(json_get "$out" mb_per_sec)"
+        record "$broker" "$w" consumed "$(json_get "$out" messages)"
+        ;;
+    W5)
+        bench "$broker" "$w" "$out" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+            -p "$PRODUCERS" -s "$SIZE" -m batch --batch "$W5_BATCH" -d "$DURATION"
+        record "$broker" "$w" mb_s "$(json_get "$out" mb_per_sec)"
+        record "$broker" "$w" tps "$(json_get "$out" tps)"
+        record "$broker" "$w" p99_ms "$(json_get "$out" send_rt.p99_us | awk '{printf "%.3f", $1/1000}')"
+        ;;
+    esac
+    stop_broker "$broker" "$w" "$dir"
+}
+
+# ---- the ceiling ----------------------------------------------------------------------------------
+ceiling() {
+    log "ceiling: loopback TCP with ${SIZE}-byte writes, page-cache write bandwidth"
+    python3 - "$SIZE" "$CEILING_SECS" >"$WORK/ceiling-tcp.txt" <<'PY'
+import multiprocessing as mp, socket, sys, time
+size, secs = int(sys.argv[1]), float(sys.argv[2])
+def sink(port_q):
+    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+    port_q.put(srv.getsockname()[1])
+    conn, _ = srv.accept()
+    buf = bytearray(1 << 20)
+    while conn.recv_into(buf):
+        pass
+if __name__ == "__main__":
+    q = mp.Queue(); p = mp.Process(target=sink, args=(q,)); p.start()
+    c = socket.create_connection(("127.0.0.1", q.get()))
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    msg = b"x" * size; n = 0; end = time.perf_counter() + secs; t0 = time.perf_counter()
+    while True:
+        for _ in range(1000):
+            c.sendall(msg)
+        n += 1000
+        if time.perf_counter() >= end:
+            break
+    el = time.perf_counter() - t0
+    c.close(); p.join()
+    print(f"{n / el:.0f} {n * size / el / 1e6:.1f}")
+PY
+    record ceiling - tcp_writes_s "$(cut -d' ' -f1 "$WORK/ceiling-tcp.txt")"
+    record ceiling - tcp_mb_s "$(cut -d' ' -f2 "$WORK/ceiling-tcp.txt")"
+    local f="$WORK/ceiling-dd.bin"
+    dd if=/dev/zero of="$f" bs=1M count=2048 2>"$WORK/ceiling-dd.txt"
+    rm -f "$f"
+    record ceiling - pagecache_mb_s "$(tail -1 "$WORK/ceiling-dd.txt" | python3 -c "
+import re, sys
+m = re.search(r'([0-9.,]+) ([kMG]?B)/s', sys.stdin.read())
+v = float(m.group(1).replace(',', '.')); unit = m.group(2)
+print(round(v * {'B': 1e-6, 'kB': 1e-3, 'MB': 1, 'GB': 1e3}[unit]))")"
+}
+
+install_rocketmq_rust() {
+    local root="$WORK/rocketmq-rust"
+    [[ -x "$root/bin/rocketmq-broker-rust" ]] && return
+    log "cargo install rocketmq-namesrv + rocketmq-broker $RMQRS_VERSION (about 15 minutes)"
+    cargo install --root "$root" --version "$RMQRS_VERSION" rocketmq-namesrv >&2
+    cargo install --root "$root" --version "$RMQRS_VERSION" rocketmq-broker >&2
+}
+
+# ---- main -----------------------------------------------------------------------------------------
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
+ceiling
+for broker in $BROKERS; do
+    [[ $broker == rocketmq-rust ]] && install_rocketmq_rust
+    for w in W1 W2 W3 W4 W5; do
+        run_workload "$broker" "$w"
+    done
+done
+LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
+
+# ---- report ---------------------------------------------------------------------------------------
+SECTION="$WORK/section.md"
+python3 - "$RESULTS" "$SECTION" "$BROKERS" <<PY
+import sys, collections
+results, section, brokers = sys.argv[1], sys.argv[2], sys.argv[3].split()
+val = collections.defaultdict(dict)
+for line in open(results):
+    b, w, k, v = line.rstrip("\n").split("\t")
+    val[(w, k)][b] = v
+names = {"comet": "Comet", "apache": "Apache $ROCKETMQ_VERSION", "rocketmq-rust": "rocketmq-rust"}
+peers = [b for b in brokers if b != "comet"]
+rows = [
+    ("W1", "tps", "W1 sync send, ASYNC_FLUSH: msg/s", True),
+    ("W1", "p50_ms", "W1 send RT p50 (ms)", False),
+    ("W1", "p99_ms", "W1 send RT p99 (ms)", False),
+    ("W2", "tps", "W2 sync send, SYNC_FLUSH: msg/s", True),
+    ("W2", "p50_ms", "W2 send RT p50 (ms)", False),
+    ("W2", "p99_ms", "W2 send RT p99 (ms)", False),
+    ("W3", "p50_ms", "W3 e2e @ $W3_RATE msg/s: p50 (ms)", False),
+    ("W3", "p99_ms", "W3 e2e p99 (ms)", False),
+    ("W3", "p99_9_ms", "W3 e2e p99.9 (ms)", False),
+    ("W3", "tps", "W3 messages received /s", True),
+    ("W3", "lost", "W3 not received within the drain", False),
+    ("W4", "backlog_mb_s", "W4 backlog fill (batch) MB/s", True),
+    ("W4", "mb_s", "W4 catch-up, push consumer: MB/s", True),
+    ("W5", "mb_s", "W5 batch $W5_BATCH x $SIZE B: MB/s", True),
+    ("W5", "p99_ms", "W5 batch send RT p99 (ms)", False),
+]
+for w in ["W1", "W2", "W3", "W4", "W5"]:
+    rows.append((w, "rss_mib", f"{w} broker peak RSS (MiB)", False))
+for w in ["W1", "W2", "W3", "W4", "W5"]:
+    rows.append((w, "anon_mib", f"{w} broker anonymous RSS at the end (MiB)", False))
+for w in ["W1", "W2", "W3", "W4", "W5"]:
+    rows.append((w, "cpu_s", f"{w} broker CPU seconds", False))
+for w in ["W1", "W2", "W3", "W4", "W5"]:
+    rows.append((w, "start_ms", f"{w} start → first accepted send (ms)", False))
+out = []
+head = "| measurement | " + " | ".join(names[b] for b in brokers) + " | " + " | ".join(f"Comet/{names[p]}" for p in peers) + " |"
+out.append(head)
+out.append("|" + "---|" * (1 + len(brokers) + len(peers)))
+def num(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return None
+for w, k, label, higher in rows:
+    cells = [val[(w, k)].get(b, "–") for b in brokers]
+    ratios = []
+    for p in peers:
+        c, q = num(val[(w, k)].get("comet")), num(val[(w, k)].get(p))
+        ratios.append(f"{c / q:.2f}" if c is not None and q not in (None, 0.0) else "–")
+    out.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+ceil = {k: v.get("ceiling") for (w, k), v in val.items() if w == "-"}
+out.append("")
+out.append(f"Ceiling of this box: loopback TCP carried {ceil.get('tcp_writes_s')} writes/s of $SIZE B "
+           f"({ceil.get('tcp_mb_s')} MB/s, one python sender, one receiver process); page-cache write "
+           f"bandwidth (dd, 2 GiB, 1 MiB blocks, no fsync) {ceil.get('pagecache_mb_s')} MB/s.")
+c1 = num(val[("W1", "tps")].get("comet")); t = num(ceil.get("tcp_writes_s"))
+if c1 and t:
+    out.append(f"Comet W1 is {100 * c1 / t:.1f} % of the loopback write ceiling for $SIZE B messages.")
+open(section, "w").write("\n".join(out) + "\n")
+PY
+
+{
+    echo "<!-- compare.sh results begin -->"
+    echo "## Comet vs Apache RocketMQ: bench/compare.sh"
+    echo
+    echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo),"
+    echo "kernel $(uname -r); load average before/after: $LOAD_BEFORE / $LOAD_AFTER (the box is shared"
+    echo "with other engineers' builds, so absolute figures are pessimistic and noisy). DURATION=${DURATION}s per"
+    echo "timed workload, W4_COUNT=$W4_COUNT, $PRODUCERS producers, $SIZE B bodies, $QUEUES queues, one fresh broker"
+    echo "per workload. Load generator for every broker: \`comet bench\` ($("$COMET_BIN" --version), git"
+    echo "$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown), release build) on the same box."
+    echo "Apache RocketMQ $ROCKETMQ_VERSION from Maven Central, $(java -version 2>&1 | head -1), heap $JAVA_HEAP per JVM."
+    echo "Peak RSS (VmHWM) and CPU seconds (utime+stime) are the broker process's: for Comet the single"
+    echo "\`comet serve\` process (name server included), for Apache the broker JVM only. Ratios are"
+    echo "Comet/peer: above 1 is better for rates, below 1 is better for latency, RSS, CPU and start time."
+    echo
+    cat "$SECTION"
+    echo
+    echo "Exact commands (DIR = a fresh directory per workload):"
+    echo
+    echo '```'
+    for b in $BROKERS; do [[ -f "$WORK/cmdline-$b" ]] && echo "$b broker: $(cat "$WORK/cmdline-$b")"; done
+    sed "s#$WORK#\$WORK#g" "$COMMANDS"
+    echo '```'
+    echo "<!-- compare.sh results end -->"
+} >"$WORK/block.md"
+
+cat "$WORK/block.md"
+if [[ $WRITE == yes ]]; then
+    python3 - "$OUT" "$WORK/block.md" <<'PY'
+import sys, re
+out, block = sys.argv[1], open(sys.argv[2]).read()
+text = open(out).read() if __import__("os").path.exists(out) else "# Benchmarks\n"
+pat = re.compile(r"<!-- compare.sh results begin -->.*?<!-- compare.sh results end -->\n?", re.S)
+text = pat.sub(lambda m: block, text) if pat.search(text) else text.rstrip("\n") + "\n\n" + block
+open(out, "w").write(text)
+PY
+    log "results written to $OUT (raw figures in $RESULTS)"
+fi

@@ -1,0 +1,24 @@
+//! # comet-reliability
+//!
+//! Tests that try hard to make Comet lose or invent messages, run against the real `comet serve`
+//! binary as a child process, because the interesting failures (a SIGKILL between write and
+//! flush, a torn tail, a shutdown under load) only exist at process level.
+//!
+//! - [`crash_loop`]: SIGKILL at random moments under load, restart, audit everything acknowledged.
+//! - [`churn`]: a clustering group whose push consumers come and go while producers send.
+//! - [`serve`]: the child process; [`wire`]: the raw protocol calls used by the checks;
+//!   [`body`]: self-identifying message bodies; [`rng`]: the seeded randomness of kill moments.
+//!
+//! The `comet-reliability` binary runs long versions (`crash-loop --cycles N`, `churn --seconds
+//! N`); `tests/` holds the short CI versions and the torn-log, oneway-flood and graceful-shutdown
+//! tests. Figures of long runs are kept in `RELIABILITY.md` at the repository root.
+
+pub mod body;
+pub mod churn;
+pub mod crash_loop;
+pub mod error;
+pub mod rng;
+pub mod serve;
+pub mod wire;
+
+pub use error::{Error, Result};

@@ -1,0 +1,133 @@
+//! `comet-reliability`: the long versions of the reliability runs, against a `comet serve` binary
+//! started as a child process. Prints one summary line per run (the figures in RELIABILITY.md)
+//! and exits non-zero when a promise was broken.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use comet_reliability::serve::{FlushMode, default_comet_bin};
+use comet_reliability::{churn, crash_loop};
+
+#[derive(Parser)]
+#[command(
+    name = "comet-reliability",
+    about = "Crash loops and consumer churn against comet serve"
+)]
+struct Cli {
+    /// The `comet` binary to run (default: the one next to this executable).
+    #[arg(long, global = true)]
+    comet_bin: Option<PathBuf>,
+    /// Data directory (default: a fresh temporary directory, removed afterwards).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// Seed of every random choice (kill moments, churn timing).
+    #[arg(long, global = true, default_value_t = 0x5eed)]
+    seed: u64,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// SIGKILL the broker at random moments under load, restart, audit; repeat.
+    CrashLoop {
+        #[arg(long, default_value_t = 100)]
+        cycles: u32,
+        #[arg(long, value_enum, default_value_t = FlushMode::Sync)]
+        flush: FlushMode,
+        #[arg(long, default_value_t = 4)]
+        producers: usize,
+        /// Longest random delay between the cycle's load quota and the kill, in ms.
+        #[arg(long, default_value_t = 1500)]
+        max_kill_delay_ms: u64,
+    },
+    /// Push consumers join and leave a clustering group while producers send.
+    Churn {
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("comet_reliability=info,warn")
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let comet_bin = cli.comet_bin.unwrap_or_else(default_comet_bin);
+    if !comet_bin.exists() {
+        bail!(
+            "{} not found: build it (`cargo build -p comet`) or pass --comet-bin",
+            comet_bin.display()
+        );
+    }
+    let temp;
+    let data_dir = match cli.data_dir {
+        Some(dir) => dir,
+        None => {
+            temp = tempfile_dir()?;
+            temp.path().to_path_buf()
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    match cli.command {
+        Command::CrashLoop {
+            cycles,
+            flush,
+            producers,
+            max_kill_delay_ms,
+        } => {
+            let mut config = crash_loop::CrashLoopConfig::new(comet_bin, data_dir, cycles, flush);
+            config.seed = cli.seed;
+            config.producers = producers;
+            config.max_kill_delay = Duration::from_millis(max_kill_delay_ms);
+            let report = runtime.block_on(crash_loop::run(&config))?;
+            println!("{report}");
+        }
+        Command::Churn { seconds } => {
+            let mut config =
+                churn::ChurnConfig::new(comet_bin, data_dir, Duration::from_secs(seconds));
+            config.seed = cli.seed;
+            let report = runtime.block_on(churn::run(&config))?;
+            println!("{report}");
+            if report.lost > 0 || report.unknown > 0 {
+                bail!(
+                    "churn lost {} and invented {} messages",
+                    report.lost,
+                    report.unknown
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A temporary directory that is removed when the run ends.
+fn tempfile_dir() -> Result<TempDir> {
+    let base = std::env::temp_dir().join(format!("comet-reliability-{}", std::process::id()));
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    Ok(TempDir(base))
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
