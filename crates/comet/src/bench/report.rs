@@ -105,7 +105,7 @@ impl LatencySummary {
         })
     }
 
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         json!({
             "count": self.count,
             "min_us": round2(self.min_us),
@@ -119,7 +119,7 @@ impl LatencySummary {
     }
 
     /// One line: `p50 1.23 ms  p90 ...`.
-    pub fn to_text(&self) -> String {
+    pub fn to_text(self) -> String {
         format!(
             "p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (n={}, mean {})",
             fmt_us(self.p50_us),
