@@ -20,7 +20,7 @@ engine="${FUZZ_ENGINE:-auto}"
 if [ "$engine" = auto ]; then
     engine=replay
     if cargo fuzz --version >/dev/null 2>&1; then
-        if RUSTC_BOOTSTRAP=1 cargo fuzz build --sanitizer none "${LOCKED[@]}" >build.log 2>&1; then
+        if RUSTC_BOOTSTRAP=1 cargo fuzz build --sanitizer none >build.log 2>&1; then
             engine=libfuzzer
         else
             echo "fuzz smoke: cargo fuzz build failed (see fuzz/build.log); using the replay harness"
@@ -38,7 +38,7 @@ if [ "$engine" = libfuzzer ]; then
     for t in "${TARGETS[@]}"; do
         mkdir -p "$scratch/$t"
         # New inputs go to the scratch dir (first corpus); the committed corpus stays read-only.
-        if ! RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none "${LOCKED[@]}" "$t" \
+        if ! RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none "$t" \
             "$scratch/$t" "corpus/$t" -- -max_total_time="$SECONDS_PER_TARGET" \
             -print_final_stats=1 >"$scratch/$t.log" 2>&1; then
             echo "fuzz smoke: $t CRASHED"; tail -40 "$scratch/$t.log"; failed=1

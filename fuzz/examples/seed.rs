@@ -80,8 +80,11 @@ fn seed_from_frame(corpus: &mut Corpus, raw: &[u8], header_counts: &mut [usize])
     let Ok(Some(cmd)) = frame::decode_frame(&mut buf) else {
         return;
     };
-    if let (Some(mark), Some(_)) = (raw.get(4..FRAME_PREFIX_LEN), raw.get(..FRAME_PREFIX_LEN)) {
-        let mark = u32::from_be_bytes([mark[0], mark[1], mark[2], mark[3]]);
+    if let Some(mark) = raw
+        .get(4..FRAME_PREFIX_LEN)
+        .and_then(|m| <[u8; 4]>::try_from(m).ok())
+    {
+        let mark = u32::from_be_bytes(mark);
         let header_len = (mark & 0x00FF_FFFF) as usize;
         if let Some(header) = raw.get(FRAME_PREFIX_LEN..FRAME_PREFIX_LEN + header_len) {
             let target = if mark >> 24 == 0 {
