@@ -515,13 +515,15 @@ struct LatencyListener {
 
 impl MessageArrivingListener for LatencyListener {
     fn arriving(&self, a: &MessageArrival<'_>) {
-        let idx = self.arrivals.fetch_add(1, Ordering::AcqRel) as usize;
+        // One dispatch thread calls this; publish `last` before the count the test waits on.
+        let idx = self.arrivals.load(Ordering::Acquire) as usize;
         if let Some(start) = self.started.lock().get(idx) {
             self.latencies_ns
                 .lock()
                 .push(start.elapsed().as_nanos() as u64);
         }
         *self.last.lock() = Some((a.topic.to_owned(), a.queue_id, a.max_offset, a.tags_code));
+        self.arrivals.fetch_add(1, Ordering::Release);
     }
 }
 
