@@ -170,6 +170,19 @@ impl MQClientApi {
         cmd
     }
 
+    /// Sends `header` as a `code` request and decodes the success response's header.
+    async fn call<Q: CommandHeader, R: CommandHeader>(
+        &self,
+        addr: &str,
+        code: RequestCode,
+        header: &Q,
+        timeout: Duration,
+    ) -> Result<R> {
+        let request = self.request_with(code, header);
+        let response = self.invoke_success(addr, request, timeout).await?;
+        Ok(response.decode_header::<R>()?)
+    }
+
     /// Sends `request` and returns the response if its code is SUCCESS, else `Broker` error.
     pub async fn invoke_success(
         &self,
@@ -431,11 +444,10 @@ impl MQClientApi {
             queue_id,
             ..Default::default()
         };
-        let request = self.request_with(RequestCode::GetMaxOffset, &header);
-        let response = self.invoke_success(addr, request, timeout).await?;
-        Ok(response
-            .decode_header::<GetMaxOffsetResponseHeader>()?
-            .offset)
+        let response: GetMaxOffsetResponseHeader = self
+            .call(addr, RequestCode::GetMaxOffset, &header, timeout)
+            .await?;
+        Ok(response.offset)
     }
 
     /// The smallest offset still in a queue.
@@ -451,11 +463,10 @@ impl MQClientApi {
             queue_id,
             ..Default::default()
         };
-        let request = self.request_with(RequestCode::GetMinOffset, &header);
-        let response = self.invoke_success(addr, request, timeout).await?;
-        Ok(response
-            .decode_header::<GetMinOffsetResponseHeader>()?
-            .offset)
+        let response: GetMinOffsetResponseHeader = self
+            .call(addr, RequestCode::GetMinOffset, &header, timeout)
+            .await?;
+        Ok(response.offset)
     }
 
     /// The offset of the first message stored at or after `timestamp` (ms).
@@ -473,11 +484,10 @@ impl MQClientApi {
             timestamp,
             ..Default::default()
         };
-        let request = self.request_with(RequestCode::SearchOffsetByTimestamp, &header);
-        let response = self.invoke_success(addr, request, timeout).await?;
-        Ok(response
-            .decode_header::<SearchOffsetResponseHeader>()?
-            .offset)
+        let response: SearchOffsetResponseHeader = self
+            .call(addr, RequestCode::SearchOffsetByTimestamp, &header, timeout)
+            .await?;
+        Ok(response.offset)
     }
 
     /// The store time of the oldest message of a queue.
@@ -493,11 +503,10 @@ impl MQClientApi {
             queue_id,
             ..Default::default()
         };
-        let request = self.request_with(RequestCode::GetEarliestMsgStoretime, &header);
-        let response = self.invoke_success(addr, request, timeout).await?;
-        Ok(response
-            .decode_header::<GetEarliestMsgStoretimeResponseHeader>()?
-            .timestamp)
+        let response: GetEarliestMsgStoretimeResponseHeader = self
+            .call(addr, RequestCode::GetEarliestMsgStoretime, &header, timeout)
+            .await?;
+        Ok(response.timestamp)
     }
 
     /// HEART_BEAT; returns the broker's version (the response `version`, §3.8).
