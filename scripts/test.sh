@@ -4,9 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Free disk is printed at each stage: a CI machine once ran out of it mid-build.
+disk_free() { echo "   (disk free: $(df -h . | awk 'NR==2 {print $4}'))"; }
+
 echo "== cargo test (unit, property, end-to-end) =="
 cargo test --workspace --locked
 
+disk_free
 echo "== comet bench produce: 10-second smoke run against comet serve =="
 cargo build --locked -p comet
 COMET_BIN="${CARGO_TARGET_DIR:-target}/debug/comet"
@@ -37,12 +41,16 @@ fi
 rm -rf "$SMOKE_DIR"
 
 if [ -x fuzz/smoke.sh ]; then
+    disk_free
     echo "== fuzz smoke: a few seconds per protocol decoder target =="
     # Uses cargo-fuzz where it builds, else the stable replay harness; fails only on a crash.
     fuzz/smoke.sh
+    # The fuzz build is large and not needed again in this run.
+    if [ -n "${CI:-}" ]; then rm -rf fuzz/target; fi
 fi
 
 if [ -x interop/tests.sh ]; then
+    disk_free
     echo "== interop tests against real RocketMQ peers =="
     interop/tests.sh
 fi
