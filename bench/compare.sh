@@ -3,10 +3,12 @@
 # with one load generator for all of them (`comet bench`). Writes a results section into
 # BENCHMARKS.md (between the "compare.sh results" markers, replacing an earlier run's section).
 #
-#   bench/compare.sh [--with-rocketmq-rust] [--brokers "comet apache"] [--no-write]
+#   bench/compare.sh [--with-rocketmq-rust] [--brokers "comet apache"] [--workloads "W1 W6"] [--no-write]
 #
 # Each workload runs against a freshly started broker with an empty store, so peak RSS, CPU
-# seconds and start-to-first-send are per workload. See bench/README.md for the knobs.
+# seconds and start-to-first-send are per workload. W1-W5 are timed or counted loads, W6 is W1
+# beside 1,000 idle client connections, R10 fills a 10 GiB commit log, kills the broker with
+# SIGKILL and times the restart until a send is accepted again. See bench/README.md for the knobs.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,6 +22,8 @@ W3_RATE="${W3_RATE:-10000}"           # msg/s of the e2e workload
 W3_PRODUCERS="${W3_PRODUCERS:-32}"    # senders sharing the W3 schedule
 W4_COUNT="${W4_COUNT:-1000000}"       # backlog size of W4
 W5_BATCH="${W5_BATCH:-32}"            # messages per batch of W5
+W6_IDLE="${W6_IDLE:-1000}"            # idle client connections held during W6
+R10_GIB="${R10_GIB:-10}"              # commit log size (GiB) before the kill -9 of R10
 JAVA_HEAP="${JAVA_HEAP:-1g}"          # -Xms/-Xmx of each Apache JVM
 ROCKETMQ_VERSION="${ROCKETMQ_VERSION:-5.3.3}"
 RMQRS_VERSION="${RMQRS_VERSION:-^1}"  # rocketmq-rust crates version requirement
@@ -28,14 +32,16 @@ CEILING_SECS="${CEILING_SECS:-3}"
 WORK="${WORK:-$(mktemp -d /tmp/comet-compare.XXXXXX)}"
 OUT="${OUT:-$ROOT/BENCHMARKS.md}"
 BROKERS="comet apache"
+WORKLOADS="W1 W2 W3 W4 W5 W6 R10"
 WRITE=yes
 
 while (($#)); do
     case "$1" in
     --with-rocketmq-rust) BROKERS="$BROKERS rocketmq-rust" ;;
     --brokers) BROKERS="$2"; shift ;;
+    --workloads) WORKLOADS="$2"; shift ;;
     --no-write) WRITE=no ;;
-    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -104,13 +110,16 @@ PY
 
 now_ns() { date +%s%N; }
 
-# start_broker <broker> <flush> <dir>: sets BROKER_PID, NAMESRV, STARTED_NS, STARTER_PID.
+# start_broker <broker> <flush> <dir> [keep]: sets BROKER_PID, NAMESRV, BROKER_PORT, STARTED_NS,
+# STARTER_PID. With "keep" the directory (and so the store) of an earlier start is reused.
 start_broker() {
-    local broker=$1 flush=$2 dir=$3 ports
-    rm -rf "$dir"; mkdir -p "$dir"
+    local broker=$1 flush=$2 dir=$3 keep=${4:-} ports
+    if [[ $keep != keep ]]; then rm -rf "$dir"; fi
+    mkdir -p "$dir"
     ports="$(free_ports)"
     local np="${ports% *}" bp="${ports#* }"
     NAMESRV="127.0.0.1:$np"
+    BROKER_PORT="$bp"
     STARTED_NS="$(now_ns)"
     case "$broker" in
     comet)
@@ -121,7 +130,7 @@ start_broker() {
         echo "comet serve --namesrv-listen $NAMESRV --broker-listen 127.0.0.1:$bp --data-dir DIR --set flushDiskType=$flush" >"$dir/cmdline"
         ;;
     apache)
-        NAMESRV_PORT=$np BROKER_PORT=$bp FLUSH_DISK_TYPE=$flush JAVA_HEAP=$JAVA_HEAP \
+        NAMESRV_PORT=$np BROKER_PORT=$bp FLUSH_DISK_TYPE=$flush JAVA_HEAP=$JAVA_HEAP COMMITLOG_FILE_SIZE=1073741824 \
             ROCKETMQ_VERSION=$ROCKETMQ_VERSION "$ROOT/interop/apache/run.sh" start "$dir/rmq" >"$dir/runsh.log" 2>&1 &
         STARTER_PID=$!
         # The broker pid file appears once run.sh launched the broker JVM.
@@ -132,7 +141,7 @@ start_broker() {
             sleep 0.05
         done
         BROKER_PID="$(cat "$dir/rmq/broker.pid")"
-        echo "interop/apache/run.sh start DIR (NamesrvStartup + BrokerStartup, -Xms$JAVA_HEAP -Xmx$JAVA_HEAP, flushDiskType=$flush)" >"$dir/cmdline"
+        echo "interop/apache/run.sh start DIR (NamesrvStartup + BrokerStartup, -Xms$JAVA_HEAP -Xmx$JAVA_HEAP, flushDiskType=$flush, mappedFileSizeCommitLog=1 GiB as Comet)" >"$dir/cmdline"
         ;;
     rocketmq-rust)
         local bin="$WORK/rocketmq-rust/bin"
@@ -182,6 +191,24 @@ proc_stats() {
     anon="$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")"
     ticks="$(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')"
     echo "$hwm $anon $(python3 -c "import os,sys; print(round(int(sys.argv[1]) / os.sysconf('SC_CLK_TCK'), 2))" "$ticks")"
+}
+
+# kill_broker <broker> <dir>: SIGKILL, as a crash would (for Apache both JVMs, as a host crash).
+kill_broker() {
+    local broker=$1 dir=$2
+    case "$broker" in
+    comet) kill -KILL "$BROKER_PID" 2>/dev/null || true; wait "$BROKER_PID" 2>/dev/null || true ;;
+    apache) "$ROOT/interop/apache/run.sh" kill "$dir/rmq" >>"$dir/runsh.log" 2>&1 || true ;;
+    rocketmq-rust)
+        kill -KILL "$BROKER_PID" "$STARTER_PID" 2>/dev/null || true
+        wait "$BROKER_PID" "$STARTER_PID" 2>/dev/null || true
+        ;;
+    esac
+}
+
+# store_bytes <dir>: bytes of commit log on disk under a broker's directory.
+store_bytes() {
+    find "$1" -path '*commitlog*' -type f -printf '%s\n' 2>/dev/null | awk '{s += $1} END {print s + 0}'
 }
 
 stop_broker() {
@@ -248,6 +275,37 @@ run_workload() {
         record "$broker" "$w" tps "$(json_get "$out" tps)"
         record "$broker" "$w" p99_ms "$(json_get "$out" send_rt.p99_us | awk '{printf "%.3f", $1/1000}')"
         ;;
+    W6)
+        # W1 beside idle client connections that each sent one heartbeat and then stay quiet.
+        python3 "$HERE/idle_conns.py" 127.0.0.1 "$BROKER_PORT" "$W6_IDLE" "$dir/idle.ready" &
+        local idle_pid=$!
+        local deadline=$((SECONDS + START_PATIENCE))
+        until [[ -s "$dir/idle.ready" ]]; do
+            kill -0 "$idle_pid" 2>/dev/null || die "idle_conns.py failed"
+            ((SECONDS < deadline)) || die "idle connections not answered"
+            sleep 0.1
+        done
+        echo "$broker $w: python3 bench/idle_conns.py 127.0.0.1 BROKER_PORT $W6_IDLE READY_FILE" >>"$COMMANDS"
+        bench "$broker" "$w" "$out" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+            -p "$PRODUCERS" -s "$SIZE" -m sync -d "$DURATION"
+        record "$broker" "$w" tps "$(json_get "$out" tps)"
+        record "$broker" "$w" p99_ms "$(json_get "$out" send_rt.p99_us | awk '{printf "%.3f", $1/1000}')"
+        kill -TERM "$idle_pid" 2>/dev/null || true
+        wait "$idle_pid" 2>/dev/null || true
+        record "$broker" "$w" idle "$(cat "$dir/idle.ready") / $(cat "$dir/idle.ready.done" 2>/dev/null || echo "?")"
+        ;;
+    R10)
+        # Fill the commit log with batches of 1 KiB messages, then SIGKILL and restart.
+        local per_msg=$((SIZE + 200)) target=$((R10_GIB * 1024 * 1024 * 1024))
+        bench "$broker" "$w" "$dir/fill.json" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+            -p "$PRODUCERS" -s "$SIZE" -m batch --batch "$W5_BATCH" --count "$((target / per_msg))"
+        record "$broker" "$w" fill_mb_s "$(json_get "$dir/fill.json" mb_per_sec)"
+        record "$broker" "$w" log_gib "$(store_bytes "$dir" | awk '{printf "%.2f", $1 / 1073741824}')"
+        record "$broker" "$w" messages "$(json_get "$dir/fill.json" messages)"
+        kill_broker "$broker" "$dir"
+        start_broker "$broker" ASYNC_FLUSH "$dir" keep
+        wait_ready "$broker" R10r "$dir"
+        ;;
     esac
     stop_broker "$broker" "$w" "$dir"
 }
@@ -305,7 +363,7 @@ LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 ceiling
 for broker in $BROKERS; do
     [[ $broker == rocketmq-rust ]] && install_rocketmq_rust
-    for w in W1 W2 W3 W4 W5; do
+    for w in $WORKLOADS; do
         run_workload "$broker" "$w"
     done
 done
@@ -338,15 +396,23 @@ rows = [
     ("W4", "mb_s", "W4 catch-up, push consumer: MB/s", True),
     ("W5", "mb_s", "W5 batch $W5_BATCH x $SIZE B: MB/s", True),
     ("W5", "p99_ms", "W5 batch send RT p99 (ms)", False),
+    ("W6", "tps", "W6 sync send beside $W6_IDLE idle connections: msg/s", True),
+    ("W6", "p99_ms", "W6 send RT p99 (ms)", False),
+    ("W6", "idle", "W6 idle connections answered / still open at the end", False),
+    ("R10", "log_gib", "R10 commit log before the kill -9 (GiB)", False),
+    ("R10", "fill_mb_s", "R10 fill rate (batch) MB/s", True),
+    ("R10r", "start_ms", "R10 restart after kill -9 → first accepted send (ms)", False),
 ]
-for w in ["W1", "W2", "W3", "W4", "W5"]:
+ran = [w for w in "$WORKLOADS".split()]
+for w in ran:
     rows.append((w, "rss_mib", f"{w} broker peak RSS (MiB)", False))
-for w in ["W1", "W2", "W3", "W4", "W5"]:
+for w in ran:
     rows.append((w, "anon_mib", f"{w} broker anonymous RSS at the end (MiB)", False))
-for w in ["W1", "W2", "W3", "W4", "W5"]:
+for w in ran:
     rows.append((w, "cpu_s", f"{w} broker CPU seconds", False))
-for w in ["W1", "W2", "W3", "W4", "W5"]:
+for w in ran:
     rows.append((w, "start_ms", f"{w} start → first accepted send (ms)", False))
+rows = [r for r in rows if r[0].rstrip("r") in ran]
 out = []
 head = "| measurement | " + " | ".join(names[b] for b in brokers) + " | " + " | ".join(f"Comet/{names[p]}" for p in peers) + " |"
 out.append(head)

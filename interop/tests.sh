@@ -26,6 +26,7 @@ ensure_tools() {
     command -v mvn >/dev/null || missing+=(mvn)
     command -v python3 >/dev/null || missing+=(python3)
     command -v go >/dev/null || missing+=(go)
+    command -v openssl >/dev/null || missing+=(openssl)
     ((${#missing[@]} == 0)) && return 0
     echo "interop: installing ${missing[*]} (apt-get)"
     command -v apt-get >/dev/null || { echo "interop: no apt-get to install ${missing[*]}" >&2; return 1; }
@@ -35,9 +36,9 @@ ensure_tools() {
     local jdk=openjdk-17-jdk-headless
     # Newer Debian releases dropped 17; any default JDK of 17 or later will do.
     apt-cache show "$jdk" >/dev/null 2>&1 || jdk=default-jdk-headless
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q maven "$jdk" python3 golang-go
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q maven "$jdk" python3 golang-go openssl
     command -v java >/dev/null && command -v mvn >/dev/null && command -v python3 >/dev/null &&
-        command -v go >/dev/null
+        command -v go >/dev/null && command -v openssl >/dev/null
 }
 
 ensure_tools
@@ -58,5 +59,7 @@ for suite in "${SUITES[@]}"; do
         failed=$((failed + 1))
     fi
 done
+# The Rust peer's build (interop/rust-peer, ~1 GB) is not needed again in a one-shot CI run.
+if [[ -n "${CI:-}" && -z "${CARGO_TARGET_DIR:-}" ]]; then rm -rf interop/rust-peer/target; fi
 echo "interop: $passed passed, $failed failed"
 ((failed == 0))

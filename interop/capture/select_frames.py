@@ -3,7 +3,9 @@
 
 A capture run records hundreds of frames (periodic heartbeats, route refreshes, long polls). The
 golden tests need one or a few of each interesting command, each request together with its response,
-so this script selects by request code, pairs responses to requests by (connection, opaque),
+so this script selects by request code, pairs responses to requests by (connection, opaque, and
+opposite direction: a broker's own requests such as CHECK_TRANSACTION_STATE number their opaques
+independently of the client's, so one opaque can occur both ways on a connection),
 renumbers the kept frames in capture order and writes a trimmed frames.jsonl next to them (with the
 request code added to each response, since a response only carries its status code).
 
@@ -29,6 +31,10 @@ KEEP = {
     38: ("GET_CONSUMER_LIST_BY_GROUP", 2),
     35: ("UNREGISTER_CLIENT", 2),
     40: ("NOTIFY_CONSUMER_IDS_CHANGED", 1),
+    # Transactions: the producer's END_TRANSACTION after each local transaction (3) plus its answers
+    # to the broker's checks, and the broker's CHECK_TRANSACTION_STATE requests (s2c).
+    37: ("END_TRANSACTION", 6),
+    39: ("CHECK_TRANSACTION_STATE", 3),
 }
 # Pull requests are kept preferably when their response found messages (the body then holds stored
 # records written by the broker); at most this many pulls that found nothing are kept as well.
@@ -66,7 +72,7 @@ def main():
     for e in frames:
         if "error" in e or e.get("code") is None:
             continue
-        key = (e["label"], e["conn"], e["opaque"])
+        key = (e["label"], e["conn"], e["opaque"], e["direction"])
         if e["flag"] & RESPONSE_FLAG:
             responses.setdefault(key, e)
         else:
@@ -77,7 +83,8 @@ def main():
         code = req["code"]
         if code not in KEEP:
             continue
-        rsp = responses.get((req["label"], req["conn"], req["opaque"]))
+        answer_direction = "s2c" if req["direction"] == "c2s" else "c2s"
+        rsp = responses.get((req["label"], req["conn"], req["opaque"], answer_direction))
         if code in PULL_CODES:
             if rsp is None:
                 continue  # a long poll still pending at shutdown

@@ -379,6 +379,14 @@ broker_config! {
     flush_consumer_offset_interval: u64 = 5000 => "flushConsumerOffsetInterval",
     /// `channelExpiredTimeout` (ms): clients silent for this long are dropped.
     channel_expired_timeout: u64 = 120_000 => "channelExpiredTimeout",
+    /// `serverChannelMaxIdleTimeSeconds`: connections (broker and, under `comet serve`, name
+    /// server) that send nothing for this long are closed; 0 never closes them.
+    server_channel_max_idle_time_seconds: u64 =
+        comet_remoting::limits::DEFAULT_IDLE_TIMEOUT.as_secs() => "serverChannelMaxIdleTimeSeconds",
+    /// `writeBufferHighWaterMark` (bytes): unsent responses of one connection above which it
+    /// stops reading requests and broker-to-client calls are refused.
+    write_buffer_high_water_mark: usize =
+        comet_remoting::limits::DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK => "writeBufferHighWaterMark",
     /// `regionId`: the MSG_REGION announced in send responses.
     region_id: String = comet_protocol::headers::DEFAULT_MSG_REGION.to_owned() => "regionId",
     /// `traceOn`: the TRACE_ON announced in send responses.
@@ -395,6 +403,12 @@ broker_config! {
     tls_server_cert_path: Option<PathBuf> = None => "tlsServerCertPath",
     /// `tlsServerKeyPath`: PEM private key (`tls.server.keyPath`).
     tls_server_key_path: Option<PathBuf> = None => "tlsServerKeyPath",
+    /// `transactionTimeOut` (ms): a half message younger than this is not checked yet.
+    transaction_time_out: u64 = 6_000 => "transactionTimeOut",
+    /// `transactionCheckInterval` (ms): period of the transaction check service.
+    transaction_check_interval: u64 = 30_000 => "transactionCheckInterval",
+    /// `transactionCheckMax`: checks of one half message before it is discarded.
+    transaction_check_max: i32 = 15 => "transactionCheckMax",
 }
 
 impl ConfigValue for comet_remoting::TlsMode {
@@ -553,9 +567,26 @@ impl BrokerConfig {
         }
     }
 
+    /// The idle timeout of the listeners, `None` when `serverChannelMaxIdleTimeSeconds` is 0.
+    pub fn server_idle_timeout(&self) -> Option<Duration> {
+        (self.server_channel_max_idle_time_seconds > 0)
+            .then(|| Duration::from_secs(self.server_channel_max_idle_time_seconds))
+    }
+
+    /// The listener settings: address, TLS, idle timeout, write-buffer bound.
+    pub fn server_config(&self) -> comet_remoting::ServerConfig {
+        comet_remoting::ServerConfig {
+            tls: self.tls_config(),
+            idle_timeout: self.server_idle_timeout(),
+            write_buffer_high_water_mark: self.write_buffer_high_water_mark,
+            ..comet_remoting::ServerConfig::new(self.listen_addr().to_string())
+        }
+    }
+
     /// Checks every value the broker relies on; the error names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key: &'static str, reason: String| Err(ConfigError::Invalid { key, reason });
+        self.validate_remoting()?;
         if self.broker_cluster_name.trim().is_empty() {
             return invalid("brokerClusterName", "must not be empty".into());
         }
@@ -612,6 +643,15 @@ impl BrokerConfig {
                 return invalid(key, format!("must be at least {MIN_TIMER_PERIOD_MS} ms"));
             }
         }
+        if self.transaction_check_interval < MIN_TIMER_PERIOD_MS {
+            return invalid(
+                "transactionCheckInterval",
+                format!("must be at least {MIN_TIMER_PERIOD_MS} ms"),
+            );
+        }
+        if self.transaction_check_max < 1 {
+            return invalid("transactionCheckMax", "must be at least 1".into());
+        }
         if self.register_name_server_period == 0 {
             return invalid("registerNameServerPeriod", "must be positive".into());
         }
@@ -662,6 +702,33 @@ impl BrokerConfig {
                     "required when tlsServerMode is not disabled".into(),
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// The listener keys: idle timeout and write-buffer bound within the transport's limits.
+    fn validate_remoting(&self) -> Result<(), ConfigError> {
+        use comet_remoting::limits::{
+            MAX_IDLE_TIMEOUT, MAX_WRITE_BUFFER_HIGH_WATER_MARK, MIN_WRITE_BUFFER_HIGH_WATER_MARK,
+        };
+        if self.server_channel_max_idle_time_seconds > MAX_IDLE_TIMEOUT.as_secs() {
+            return Err(ConfigError::Invalid {
+                key: "serverChannelMaxIdleTimeSeconds",
+                reason: format!(
+                    "must be at most {} (0 disables the idle check)",
+                    MAX_IDLE_TIMEOUT.as_secs()
+                ),
+            });
+        }
+        if !(MIN_WRITE_BUFFER_HIGH_WATER_MARK..=MAX_WRITE_BUFFER_HIGH_WATER_MARK)
+            .contains(&self.write_buffer_high_water_mark)
+        {
+            return Err(ConfigError::Invalid {
+                key: "writeBufferHighWaterMark",
+                reason: format!(
+                    "must be within {MIN_WRITE_BUFFER_HIGH_WATER_MARK}..={MAX_WRITE_BUFFER_HIGH_WATER_MARK} bytes"
+                ),
+            });
         }
         Ok(())
     }
@@ -813,6 +880,43 @@ mod tests {
             parsed.unknown_keys,
             vec!["enableCalcFilterBitMap".to_owned()]
         );
+    }
+
+    #[test]
+    fn remoting_keys_reach_the_listener_and_are_validated() {
+        let c = BrokerConfig::parse(
+            "serverChannelMaxIdleTimeSeconds=7\nwriteBufferHighWaterMark=1048576\n",
+        )
+        .unwrap()
+        .config;
+        let server = c.server_config();
+        assert_eq!(server.idle_timeout, Some(Duration::from_secs(7)));
+        assert_eq!(server.write_buffer_high_water_mark, 1_048_576);
+        let defaults = BrokerConfig::default().server_config();
+        assert_eq!(defaults.idle_timeout, Some(Duration::from_secs(120)));
+        assert_eq!(
+            defaults.write_buffer_high_water_mark,
+            comet_remoting::limits::DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK
+        );
+        let off = BrokerConfig::parse("serverChannelMaxIdleTimeSeconds=0\n")
+            .unwrap()
+            .config;
+        assert_eq!(off.server_config().idle_timeout, None);
+        for (text, key) in [
+            (
+                "serverChannelMaxIdleTimeSeconds=86401\n",
+                "serverChannelMaxIdleTimeSeconds",
+            ),
+            (
+                "writeBufferHighWaterMark=1024\n",
+                "writeBufferHighWaterMark",
+            ),
+        ] {
+            match BrokerConfig::parse(text) {
+                Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 
     #[test]

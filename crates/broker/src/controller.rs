@@ -6,7 +6,8 @@
 //! 3. bind the listener — its port is part of the store host written into every message id, so
 //!    it must be known before the first message is accepted;
 //! 4. register processors, wire the store's arriving listener to long polling, start the
-//!    services (hold service, delay delivery, client housekeeping, periodic persistence);
+//!    services (hold service, delay delivery, transaction checks, client housekeeping, periodic
+//!    persistence);
 //! 5. start serving, then register with the name servers (once immediately, then every
 //!    `registerNameServerPeriod` and on every topic change).
 //!
@@ -21,7 +22,7 @@ use std::time::Duration;
 use comet_acl::{AclError, DEFAULT_WATCH_INTERVAL, PlainAccessValidator};
 use comet_protocol::code::RequestCode;
 use comet_remoting::{
-    CancellationToken, RemotingError, RemotingServer, RequestProcessor, ServerConfig, ServerHandle,
+    CancellationToken, RemotingError, RemotingServer, RequestProcessor, ServerHandle,
 };
 use comet_store::{MessageStore, StoreError};
 use thiserror::Error;
@@ -35,11 +36,13 @@ use crate::offset_manager::ConsumerOffsetManager;
 use crate::outer_api::{BrokerIdentity, BrokerOuterApi, RegisterReport};
 use crate::processor;
 use crate::processor::admin::{ADMIN_CODES, AdminProcessor};
+use crate::processor::end_transaction::EndTransactionProcessor;
 use crate::processor::send::SendMessageProcessor;
 use crate::rebalance_lock::RebalanceLockManager;
 use crate::schedule::ScheduleMessageService;
 use crate::subscription_group::SubscriptionGroupManager;
 use crate::topic_config::TopicConfigManager;
+use crate::transaction::{self, TransactionService};
 
 /// How long an orderly consumer's queue lock lives without renewal
 /// (`rocketmq.broker.rebalance.lockMaxLiveTime`).
@@ -116,11 +119,7 @@ impl BrokerController {
         } else {
             None
         };
-        let server_config = ServerConfig {
-            tls: config.tls_config(),
-            ..ServerConfig::new(config.listen_addr().to_string())
-        };
-        let server = match RemotingServer::bind(server_config).await {
+        let server = match RemotingServer::bind(config.server_config()).await {
             Ok(s) => s,
             Err(e) => {
                 shutdown_store(&store).await;
@@ -183,12 +182,21 @@ impl BrokerController {
             server.register(code.code(), Arc::clone(&admin));
         }
         processor::consume::register(&server, &ctx);
+        let transactions = Arc::new(TransactionService::new(store_host.ip()));
+        server.register(
+            RequestCode::EndTransaction.code(),
+            Arc::new(EndTransactionProcessor::new(
+                Arc::clone(&ctx),
+                Arc::clone(&transactions),
+            )),
+        );
 
         let mut tasks = Vec::new();
         pull_hold.start(Arc::downgrade(&ctx));
         tasks.extend(schedule.start(&ctx));
         tasks.push(ClientHousekeeping::start(&ctx));
         tasks.push(spawn_persist_task(&ctx));
+        tasks.push(transaction::check::start(transactions, &ctx));
         if let Some(acl) = &acl {
             tasks.push(acl.spawn_watcher(DEFAULT_WATCH_INTERVAL, ctx.shutdown.clone()));
         }

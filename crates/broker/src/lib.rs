@@ -17,6 +17,7 @@ pub mod processor;
 pub mod schedule;
 pub mod subscription_group;
 pub mod topic_config;
+pub mod transaction;
 
 pub mod client;
 pub mod filter;

@@ -73,6 +73,17 @@ async fn pull_one(broker: &TestBroker, topic: &str, offset: i64) -> MessageExt {
         .await;
     assert_eq!(rsp.code, 0, "pull {topic}@{offset}: {rsp:?}");
     let body = rsp.body.clone().unwrap_or_default();
+    // The properties the broker adds on send (MSG_REGION, CLUSTER, TRACE_ON) travel with every
+    // re-put (send-back, delay delivery, DLQ) exactly once: counted in the raw record, since
+    // decoding keeps only the last of duplicate keys.
+    for key in [keys::MSG_REGION, keys::CLUSTER, keys::TRACE_SWITCH] {
+        let needle = format!("{key}\u{1}");
+        let count = body
+            .windows(needle.len())
+            .filter(|w| *w == needle.as_bytes())
+            .count();
+        assert_eq!(count, 1, "{topic}@{offset}: {key} stored {count} times");
+    }
     let mut msgs = decode_records(&body, true).expect("records");
     assert_eq!(msgs.len(), 1);
     msgs.remove(0)

@@ -7,6 +7,9 @@
 //! name with the process id ([`ClientConfig::change_instance_name_to_pid`]). Producers and
 //! consumers whose configs yield the same client id share one [`crate::MQClientInstance`].
 
+/// TLS settings of a client: server name, trust roots (system or a PEM file) and RocketMQ's test
+/// mode (`insecure_skip_verify`, for brokers with self-signed certificates).
+pub use comet_remoting::{ClientTlsConfig as ClientTls, TrustRoots};
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::time::Duration;
 
@@ -63,6 +66,9 @@ pub struct ClientConfig {
     /// ACL credentials: when set, every request is signed with them (RocketMQ's
     /// `AclClientRPCHook`), as brokers with `aclEnable=true` require.
     pub credentials: Option<SessionCredentials>,
+    /// TLS for every connection (name servers and brokers), RocketMQ's `tls.enable`/`useTLS`.
+    /// `None` connects in plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientConfig {
@@ -81,6 +87,7 @@ impl Default for ClientConfig {
             language: LanguageCode::Rust,
             namespace: None,
             credentials: None,
+            tls: None,
         }
     }
 }
@@ -91,6 +98,15 @@ impl ClientConfig {
         ClientConfig {
             namesrv_addr: namesrv_addr.into(),
             ..ClientConfig::default()
+        }
+    }
+
+    /// The transport settings of the instance's remoting client.
+    pub(crate) fn remoting_config(&self) -> comet_remoting::ClientConfig {
+        comet_remoting::ClientConfig {
+            serialize_type: self.serialize_type,
+            tls: self.tls.clone(),
+            ..comet_remoting::ClientConfig::default()
         }
     }
 

@@ -219,10 +219,7 @@ pub struct MQClientInstance {
 
 impl MQClientInstance {
     fn new(config: ClientConfig, client_id: String) -> Arc<Self> {
-        let remoting = RemotingClient::new(comet_remoting::ClientConfig {
-            serialize_type: config.serialize_type,
-            ..comet_remoting::ClientConfig::default()
-        });
+        let remoting = RemotingClient::new(config.remoting_config());
         if let Some(credentials) = &config.credentials {
             remoting.add_rpc_hook(Arc::new(AclClientRpcHook::new(credentials.clone())));
         }

@@ -25,10 +25,13 @@ pub mod route;
 
 pub use api::{CommunicationMode, MQClientApi, PullResultExt, PullStatus, SendResult, SendStatus};
 pub use comet_acl::SessionCredentials;
-pub use config::ClientConfig;
+pub use config::{ClientConfig, ClientTls, TrustRoots};
 pub use error::{ClientError, Result};
 pub use instance::{
     FindBrokerResult, MQClientInstance, MQClientManager, MQConsumerInner, MQProducerInner,
 };
 pub use message::{Message, MessageExt, MessageQueue};
+pub use producer::{
+    LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
+};
 pub use route::TopicPublishInfo;

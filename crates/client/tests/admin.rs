@@ -43,14 +43,19 @@ async fn topic_group_and_message_administration() {
         results.push(producer.send(msg).await.expect("sent"));
     }
 
-    let stats = admin.topic_stats(topic).await.expect("stats");
-    assert_eq!(stats.offset_table.len(), 3);
-    let stored: i64 = stats
-        .offset_table
-        .values()
-        .map(|o| o.max_offset - o.min_offset)
-        .sum();
-    assert_eq!(stored, 9);
+    // A send is acknowledged once it is in the CommitLog; the ConsumeQueues (which the stats
+    // read) follow by asynchronous dispatch, so wait for all 9 to be dispatched.
+    let stored_in_queues = || async {
+        let stats = admin.topic_stats(topic).await.expect("stats");
+        assert_eq!(stats.offset_table.len(), 3);
+        stats
+            .offset_table
+            .values()
+            .map(|o| o.max_offset - o.min_offset)
+            .sum::<i64>()
+    };
+    assert!(wait_until(|| async { stored_in_queues().await == 9 }).await);
+    assert_eq!(stored_in_queues().await, 9);
 
     // Consumer progress: commit the end of every queue but leave 2 messages of queue 0
     // unconsumed; the expected lag is computed from the broker's max offsets.

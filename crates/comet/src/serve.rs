@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use comet_broker::BrokerConfig;
+use comet_namesrv::NamesrvConfig;
+use comet_remoting::{TlsConfig, TlsMode};
 
 use crate::broker::BrokerArgs;
 
@@ -40,31 +42,48 @@ fn write_ready_file(path: &std::path::Path, namesrv: SocketAddr, broker: SocketA
     Ok(())
 }
 
-/// The embedded broker's base configuration before files, environment and flags apply.
-fn base_config(args: &ServeArgs, namesrv: SocketAddr) -> BrokerConfig {
+/// The embedded broker's base configuration before files, environment and flags apply. Its
+/// `namesrvAddr` is left empty: the embedded name server's address is filled in once it listens,
+/// unless a layer set one.
+fn base_config(args: &ServeArgs) -> BrokerConfig {
     BrokerConfig {
         bind_address: args.broker_listen.ip(),
         listen_port: args.broker_listen.port(),
         broker_ip1: (!args.broker_listen.ip().is_unspecified()).then(|| args.broker_listen.ip()),
-        namesrv_addr: vec![namesrv.to_string()],
         store_path_root_dir: args.data_dir.join("store"),
         ..BrokerConfig::default()
     }
 }
 
+/// The embedded name server shares the broker's listener keys: `serverChannelMaxIdleTimeSeconds`,
+/// `writeBufferHighWaterMark` and TLS. With TLS on, the name server runs *permissive* whatever the
+/// broker's mode, because the broker registers with it over plaintext.
+fn namesrv_config(args: &ServeArgs, broker: &BrokerConfig) -> NamesrvConfig {
+    let tls = broker.tls_config().map(|tls| TlsConfig {
+        mode: TlsMode::Permissive,
+        ..tls
+    });
+    NamesrvConfig {
+        idle_timeout: broker.server_idle_timeout(),
+        write_buffer_high_water_mark: broker.write_buffer_high_water_mark,
+        tls,
+        ..NamesrvConfig::new(args.namesrv_listen.clone(), args.data_dir.join("namesrv"))
+    }
+}
+
 pub async fn run(args: ServeArgs) -> Result<()> {
+    let mut config = crate::broker::resolve(base_config(&args), &args.broker)?;
     if args.broker.print_config {
-        let placeholder: SocketAddr = args
-            .namesrv_listen
-            .parse()
-            .with_context(|| format!("name server address {}", args.namesrv_listen))?;
-        let config = crate::broker::resolve(base_config(&args, placeholder), &args.broker)?;
+        if config.namesrv_addr.is_empty() {
+            config.namesrv_addr = vec![args.namesrv_listen.clone()];
+        }
         print!("{}", config.to_properties());
         return Ok(());
     }
-    let namesrv =
-        crate::namesrv::start(&args.namesrv_listen, args.data_dir.join("namesrv")).await?;
-    let config = crate::broker::resolve(base_config(&args, namesrv.local_addr()), &args.broker)?;
+    let namesrv = crate::namesrv::start_with(namesrv_config(&args, &config)).await?;
+    if config.namesrv_addr.is_empty() {
+        config.namesrv_addr = vec![namesrv.local_addr().to_string()];
+    }
     let broker = crate::broker::start(config).await?;
     tracing::info!(
         namesrv = %namesrv.local_addr(),
@@ -81,4 +100,47 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let result = broker.shutdown().await.context("broker shutdown");
     namesrv.shutdown().await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn embedded_name_server_shares_the_listener_keys() {
+        let args = ServeArgs {
+            namesrv_listen: "127.0.0.1:0".to_owned(),
+            broker_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: PathBuf::from("/tmp/comet-serve-test"),
+            ready_file: None,
+            broker: BrokerArgs {
+                overrides: vec![
+                    "serverChannelMaxIdleTimeSeconds=7".to_owned(),
+                    "writeBufferHighWaterMark=1048576".to_owned(),
+                    "tlsServerMode=enforcing".to_owned(),
+                    "tlsServerCertPath=/etc/comet/server.pem".to_owned(),
+                    "tlsServerKeyPath=/etc/comet/server.key".to_owned(),
+                ],
+                ..BrokerArgs::default()
+            },
+        };
+        let broker = crate::broker::resolve(base_config(&args), &args.broker).unwrap();
+        assert!(broker.namesrv_addr.is_empty(), "filled in once it listens");
+        let namesrv = namesrv_config(&args, &broker);
+        assert_eq!(namesrv.idle_timeout, Some(Duration::from_secs(7)));
+        assert_eq!(namesrv.write_buffer_high_water_mark, 1_048_576);
+        assert_eq!(namesrv.validate(), Ok(()));
+        let tls = namesrv.tls.expect("TLS follows the broker");
+        assert_eq!(tls.mode, TlsMode::Permissive);
+        assert_eq!(tls.cert_path, PathBuf::from("/etc/comet/server.pem"));
+
+        let plain = ServeArgs {
+            broker: BrokerArgs::default(),
+            ..args
+        };
+        let broker = crate::broker::resolve(base_config(&plain), &plain.broker).unwrap();
+        assert_eq!(namesrv_config(&plain, &broker).tls, None);
+    }
 }

@@ -7,8 +7,10 @@
 //! probe client keeps getting answers during every phase (its round-trip times are printed, not
 //! asserted: timing on a shared 2-core CI machine is not a correctness property), every complete
 //! bad frame gets an answer or a closed connection (never silence), and the broker's resident
-//! memory, read from `/proc/<pid>/status`, stays under a generous bound. Run with `--nocapture` to
-//! see the per-phase figures.
+//! memory, read from `/proc/<pid>/status`, stays under a generous bound — and, while slow readers
+//! are held, grows by no more than their byte-bounded write queues explain. A separate test sets
+//! `serverChannelMaxIdleTimeSeconds` through `--set` and waits for silent connections to both
+//! listeners to be closed. Run with `--nocapture` to see the per-phase figures.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -53,14 +55,37 @@ const STALLED_WRITE: Duration = Duration::from_secs(2);
 const HOLD: Duration = Duration::from_secs(6);
 /// Generous bound on the broker's peak resident memory.
 const MAX_RSS_KIB: u64 = 512 * 1024;
+/// The broker's `writeBufferHighWaterMark` (its default): unsent response bytes per connection
+/// at which it stops reading that connection.
+const WRITE_HIGH_WATER_KIB: u64 = 4 * 1024;
+/// Requests one connection may have read and not finished (`DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION`):
+/// while a slow reader's responses are over the mark, requests already read wait unprocessed.
+const MAX_IN_FLIGHT_PER_CONNECTION: u64 = 4096;
+/// Generous memory of one request held unprocessed: its ~300-byte frame, decoded header map and
+/// task.
+const HELD_REQUEST_KIB: u64 = 2;
+/// Allocator slack and everything else the phase touches (read buffers, tasks, store pages).
+const SLOW_READER_SLACK_KIB: u64 = 48 * 1024;
+/// Bound on the broker's memory growth while the slow readers are held: per slow connection,
+/// the unsent responses (the high-water mark, plus one response's overshoot, well under 1 MiB)
+/// and the requests held back unprocessed, plus slack. Before the byte bound the same phase grew
+/// the broker by over 600 MiB.
+const MAX_SLOW_READER_GROWTH_KIB: u64 = SLOW_READERS as u64
+    * (WRITE_HIGH_WATER_KIB + 1024 + MAX_IN_FLIGHT_PER_CONNECTION * HELD_REQUEST_KIB)
+    + SLOW_READER_SLACK_KIB;
 /// Lines of the broker log shown when it died.
 const LOG_TAIL_LINES: usize = 30;
+/// `serverChannelMaxIdleTimeSeconds` of the idle-timeout test.
+const IDLE_TIMEOUT_SECS: u64 = 1;
+/// How long the idle-timeout test waits for a silent connection to be closed.
+const IDLE_CLOSE_DEADLINE: Duration = Duration::from_secs(20);
 /// Messages stored before the slow-reader phase, so pulls return real bodies.
 const PRELOAD_MESSAGES: usize = 256;
 
 struct Serve {
     child: Child,
     broker: String,
+    namesrv: String,
     log: PathBuf,
 }
 
@@ -100,7 +125,8 @@ impl Drop for Serve {
     }
 }
 
-fn spawn_serve(data: &Path) -> Serve {
+/// Starts `comet serve` in `data` with `sets` as extra `--set key=value` overrides.
+fn spawn_serve(data: &Path, sets: &[&str]) -> Serve {
     let ready = data.join("ready.json");
     let log = std::fs::File::create(data.join("serve.log")).expect("log file");
     let child = Command::new(env!("CARGO_BIN_EXE_comet"))
@@ -116,6 +142,7 @@ fn spawn_serve(data: &Path) -> Serve {
         .arg("--ready-file")
         .arg(&ready)
         .args(["--set", "mappedFileSizeCommitLog=16777216"])
+        .args(sets.iter().flat_map(|set| ["--set", set]))
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
@@ -134,9 +161,14 @@ fn spawn_serve(data: &Path) -> Serve {
     };
     let value: serde_json::Value = serde_json::from_str(&text).expect("ready file is JSON");
     let broker = value["broker"].as_str().expect("broker address").to_owned();
+    let namesrv = value["namesrv"]
+        .as_str()
+        .expect("name server address")
+        .to_owned();
     Serve {
         child,
         broker,
+        namesrv,
         log: data.join("serve.log"),
     }
 }
@@ -369,20 +401,84 @@ async fn broker_survives_protocol_abuse() {
     abuse(false).await;
 }
 
-/// Known issue (RELIABILITY.md, "Protocol abuse"): a connection's unsent responses are bounded
-/// by frame count (in-flight requests plus the write queue), not by bytes, so eight connections
-/// pipelining pulls without reading drive the broker past the memory bound. Run it with
-/// `cargo test -p comet --test abuse -- --ignored --nocapture`.
+/// Eight connections pipeline pulls and sends without ever reading: each connection's unsent
+/// responses are bounded in bytes (`writeBufferHighWaterMark`), so the broker stops reading them
+/// and its memory growth stays under [`MAX_SLOW_READER_GROWTH_KIB`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "known issue: slow readers are bounded by frame count, not bytes; see RELIABILITY.md"]
 async fn slow_readers_keep_broker_memory_bounded() {
     abuse(true).await;
+}
+
+/// `serverChannelMaxIdleTimeSeconds` set through `comet serve --set` closes silent connections
+/// on both listeners after that long, and not before; a connection that keeps talking stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_close_after_the_configured_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let idle = Duration::from_secs(IDLE_TIMEOUT_SECS);
+    let serve = spawn_serve(
+        dir.path(),
+        &[&format!(
+            "serverChannelMaxIdleTimeSeconds={IDLE_TIMEOUT_SECS}"
+        )],
+    );
+    let client = RemotingClient::new(ClientConfig {
+        idle_timeout: None,
+        ..ClientConfig::default()
+    });
+    let mut silent = Vec::new();
+    for addr in [&serve.broker, &serve.namesrv] {
+        let stream = TcpStream::connect(addr.as_str())
+            .await
+            .expect("silent connect");
+        silent.push((addr.clone(), Instant::now(), stream));
+    }
+    // A talking connection: a request every half timeout keeps it open past the timeout.
+    let talk = async {
+        let started = Instant::now();
+        while started.elapsed() < idle * 3 {
+            let rsp = client
+                .invoke(
+                    &serve.broker,
+                    send_request(TOPIC, 0, Bytes::from_static(b"alive")),
+                    RPC,
+                )
+                .await
+                .expect("talking connection served");
+            assert_eq!(rsp.code, i32::from(ResponseCode::Success));
+            tokio::time::sleep(idle / 2).await;
+        }
+        client
+            .channel(&serve.broker)
+            .expect("talking connection still open")
+    };
+    let watch = async {
+        for (addr, connected, mut stream) in silent {
+            let mut byte = [0u8; 1];
+            let read = tokio::time::timeout(IDLE_CLOSE_DEADLINE, stream.read(&mut byte))
+                .await
+                .unwrap_or_else(|_| panic!("{addr}: idle connection still open"));
+            assert!(
+                matches!(read, Ok(0) | Err(_)),
+                "{addr}: expected a close, got {read:?}"
+            );
+            let elapsed = connected.elapsed();
+            assert!(
+                elapsed >= idle,
+                "{addr}: closed after {elapsed:?}, before the {idle:?} idle timeout"
+            );
+            println!("{addr}: idle connection closed after {elapsed:?}");
+        }
+    };
+    let (talking, ()) = tokio::join!(talk, watch);
+    assert!(talking.is_active());
+    client.shutdown().await;
+    drop(serve);
 }
 
 /// Every phase in order; the slow-reader phase only with `with_slow_readers`.
 async fn abuse(with_slow_readers: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut serve = spawn_serve(dir.path());
+    let mut serve = spawn_serve(dir.path(), &[]);
     let addr = serve.broker.clone();
     let client = RemotingClient::new(ClientConfig::default());
     let padding = Bytes::from(vec![b'p'; 512]);
@@ -550,6 +646,7 @@ async fn abuse(with_slow_readers: bool) {
         // 6. Slow readers: pipeline pulls (each answered with up to 32 stored messages) and sends
         // without ever reading. The broker must stop reading them (back-pressure) instead of queueing
         // without bound; the silent connections are still open too.
+        let (rss_before_slow, _) = rss_kib(serve.pid());
         let written = Arc::new(AtomicUsize::new(0));
         let mut readers = Vec::new();
         for r in 0..SLOW_READERS {
@@ -598,11 +695,21 @@ async fn abuse(with_slow_readers: bool) {
         for reader in readers {
             reader.await.expect("slow reader task");
         }
+        // VmHWM covers every phase so far; growth measured from it over-estimates, never misses.
+        let (_, hwm_after_slow) = rss_kib(pid);
+        let growth = hwm_after_slow
+            .max(peak_during.load(Ordering::Relaxed))
+            .saturating_sub(rss_before_slow);
         println!(
-            "slow readers wrote {} of {} requests before back-pressure; RSS peak while held {} KiB",
+            "slow readers wrote {} of {} requests (the rest stalled); RSS before {rss_before_slow} KiB, \
+             peak while held {} KiB, growth {growth} KiB (bound {MAX_SLOW_READER_GROWTH_KIB} KiB)",
             written.load(Ordering::Relaxed),
             SLOW_READERS * SLOW_READER_REQUESTS,
             peak_during.load(Ordering::Relaxed)
+        );
+        assert!(
+            growth < MAX_SLOW_READER_GROWTH_KIB,
+            "slow readers grew the broker by {growth} KiB (bound {MAX_SLOW_READER_GROWTH_KIB} KiB)"
         );
     }
     drop(silent);

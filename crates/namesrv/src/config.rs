@@ -9,6 +9,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use comet_remoting::limits::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK, MAX_IDLE_TIMEOUT,
+    MAX_WRITE_BUFFER_HIGH_WATER_MARK, MIN_WRITE_BUFFER_HIGH_WATER_MARK,
+};
+use comet_remoting::{ServerConfig, TlsConfig};
 use thiserror::Error;
 
 /// Default listen address. Loopback, so a default start exposes nothing; deployments set
@@ -38,6 +43,12 @@ pub enum ConfigError {
     ScanIntervalTooShort(Duration),
     #[error("broker expiry {0:?} must be positive and at most {MAX_BROKER_EXPIRY:?}")]
     BrokerExpiryOutOfRange(Duration),
+    #[error("idle timeout {0:?} is longer than the maximum {MAX_IDLE_TIMEOUT:?}")]
+    IdleTimeoutTooLong(Duration),
+    #[error(
+        "write buffer high-water mark {0} must be within {MIN_WRITE_BUFFER_HIGH_WATER_MARK}..={MAX_WRITE_BUFFER_HIGH_WATER_MARK} bytes"
+    )]
+    WriteBufferHighWaterMarkOutOfRange(usize),
 }
 
 /// Settings of a [`crate::NameServer`].
@@ -57,6 +68,13 @@ pub struct NamesrvConfig {
     /// namespace stays empty unless an operator fills it (`mqadmin updateOrderConf`), and an
     /// operator who does so wants it used.
     pub order_message_enable: bool,
+    /// Close connections that send nothing for this long (`serverChannelMaxIdleTimeSeconds`);
+    /// `None` never closes them.
+    pub idle_timeout: Option<Duration>,
+    /// Unsent bytes of one connection above which it stops reading (`writeBufferHighWaterMark`).
+    pub write_buffer_high_water_mark: usize,
+    /// TLS on the listener (`comet serve` shares the broker's), `None` for plaintext only.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for NamesrvConfig {
@@ -67,6 +85,9 @@ impl Default for NamesrvConfig {
             scan_interval: DEFAULT_SCAN_INTERVAL,
             broker_expiry: DEFAULT_BROKER_EXPIRY,
             order_message_enable: true,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            write_buffer_high_water_mark: DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
+            tls: None,
         }
     }
 }
@@ -95,7 +116,29 @@ impl NamesrvConfig {
         if self.broker_expiry.is_zero() || self.broker_expiry > MAX_BROKER_EXPIRY {
             return Err(ConfigError::BrokerExpiryOutOfRange(self.broker_expiry));
         }
+        if let Some(idle) = self.idle_timeout
+            && idle > MAX_IDLE_TIMEOUT
+        {
+            return Err(ConfigError::IdleTimeoutTooLong(idle));
+        }
+        if !(MIN_WRITE_BUFFER_HIGH_WATER_MARK..=MAX_WRITE_BUFFER_HIGH_WATER_MARK)
+            .contains(&self.write_buffer_high_water_mark)
+        {
+            return Err(ConfigError::WriteBufferHighWaterMarkOutOfRange(
+                self.write_buffer_high_water_mark,
+            ));
+        }
         Ok(())
+    }
+
+    /// The listener settings.
+    pub fn server_config(&self) -> ServerConfig {
+        ServerConfig {
+            idle_timeout: self.idle_timeout,
+            write_buffer_high_water_mark: self.write_buffer_high_water_mark,
+            tls: self.tls.clone(),
+            ..ServerConfig::new(self.listen_addr.clone())
+        }
     }
 
     /// Path of the persisted KV config.

@@ -31,8 +31,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use comet_remoting::{
-    CancellationToken, Channel, ChannelEventListener, RemotingError, RemotingServer, ServerConfig,
-    ServerHandle,
+    CancellationToken, Channel, ChannelEventListener, RemotingError, RemotingServer, ServerHandle,
 };
 use thiserror::Error;
 use tokio::task::JoinHandle;
@@ -93,7 +92,7 @@ impl NameServer {
             kv: Arc::new(kv),
         });
 
-        let server = RemotingServer::bind(ServerConfig::new(config.listen_addr.clone())).await?;
+        let server = RemotingServer::bind(config.server_config()).await?;
         processor::register_processors(&server, &ctx);
         server.set_channel_event_listener(Arc::new(BrokerHousekeeping {
             route: Arc::clone(&route),

@@ -28,8 +28,16 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 use comet_protocol::frame;
-use comet_protocol::message::record::decode_records;
-use comet_protocol::{LanguageCode, RemotingCommand, SerializeType};
+use comet_protocol::headers::{
+    CheckTransactionStateRequestHeader, CommandHeader, CommandHeaderExt,
+    EndTransactionRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
+    transaction_flag,
+};
+use comet_protocol::message::id::decode_offset_msg_id;
+use comet_protocol::message::properties::keys;
+use comet_protocol::message::record::{decode_record, decode_records};
+use comet_protocol::message::{Properties, sysflag};
+use comet_protocol::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use serde_json::Value;
 
 type TestResult = Result<(), Box<dyn Error>>;
@@ -112,6 +120,52 @@ const PEERS: [Peer; 5] = [
     },
 ];
 
+/// The transaction captures (`interop/capture/capture.sh`, `TxCaptureClient` / `capture -tx`): each
+/// client's TransactionMQProducer (group `<topic>_TXPG`) sends three half messages whose local
+/// transactions commit, roll back and answer unknown; the broker checks the unknown one and the
+/// client answers commit; then a consumer sees the two committed messages.
+const TX_PEERS: [Peer; 5] = [
+    Peer {
+        dir: "java-4.9.8-json-tx",
+        topic: "GoldenTxJava498Json",
+        language: LanguageCode::Java,
+        version: 409,
+        serialize_type: SerializeType::Json,
+    },
+    Peer {
+        dir: "java-4.9.8-rocketmq-tx",
+        topic: "GoldenTxJava498Rocketmq",
+        language: LanguageCode::Java,
+        version: 409,
+        serialize_type: SerializeType::RocketMq,
+    },
+    Peer {
+        dir: "java-5.3.3-json-tx",
+        topic: "GoldenTxJava533Json",
+        language: LanguageCode::Java,
+        version: 479,
+        serialize_type: SerializeType::Json,
+    },
+    Peer {
+        dir: "java-5.3.3-rocketmq-tx",
+        topic: "GoldenTxJava533Rocketmq",
+        language: LanguageCode::Java,
+        version: 479,
+        serialize_type: SerializeType::RocketMq,
+    },
+    Peer {
+        dir: "go-2.1.2-tx",
+        topic: "GoldenTxGo212",
+        language: LanguageCode::Go,
+        version: 317,
+        serialize_type: SerializeType::Json,
+    },
+];
+
+fn all_peers() -> impl Iterator<Item = &'static Peer> {
+    PEERS.iter().chain(TX_PEERS.iter())
+}
+
 /// One captured frame with its index entry and decoded command.
 struct Captured {
     file: String,
@@ -192,12 +246,15 @@ fn requests(frames: &[Captured], code: i32) -> impl Iterator<Item = &Captured> {
         .filter(move |f| f.is_c2s() && !f.cmd.is_response() && f.cmd.code == code)
 }
 
-/// The response paired with `req` (same connection and opaque, RESPONSE flag).
+/// The response paired with `req` (same connection and opaque, RESPONSE flag, travelling the other
+/// way: a broker's own requests, like CHECK_TRANSACTION_STATE, number their opaques independently
+/// of the client's, so the same opaque can occur in both directions of one connection).
 fn response_to<'a>(frames: &'a [Captured], req: &Captured) -> Result<&'a Captured, String> {
     find(frames, "response", |f| {
         f.cmd.is_response()
             && f.cmd.opaque == req.cmd.opaque
             && f.index["conn"] == req.index["conn"]
+            && f.is_c2s() != req.is_c2s()
     })
     .map_err(|e| format!("{e} to {}", req.file))
 }
@@ -265,7 +322,7 @@ fn walk_records(file: &str, body: &[u8]) -> Result<usize, String> {
 
 #[test]
 fn every_fixture_decodes_and_matches_the_proxy_index() -> TestResult {
-    for peer in &PEERS {
+    for peer in all_peers() {
         for f in load(peer)? {
             let idx = &f.index;
             let what = format!("{}/{}", peer.dir, f.file);
@@ -342,7 +399,7 @@ fn every_fixture_decodes_and_matches_the_proxy_index() -> TestResult {
 #[test]
 fn java_frames_reencode_byte_exact() -> TestResult {
     let mut checked = 0usize;
-    for peer in &PEERS {
+    for peer in all_peers() {
         for f in load(peer)?
             .iter()
             .filter(|f| f.cmd.language == LanguageCode::Java)
@@ -367,7 +424,7 @@ fn java_frames_reencode_byte_exact() -> TestResult {
 
 #[test]
 fn all_frames_roundtrip_semantically() -> TestResult {
-    for peer in &PEERS {
+    for peer in all_peers() {
         for f in load(peer)? {
             let ours = frame::encode_to_bytes(&f.cmd)?;
             let mut buf = BytesMut::from(&ours[..]);
@@ -832,6 +889,432 @@ fn route_lookups() -> TestResult {
             let json: Value = serde_json::from_str(text)?;
             assert_eq!(json["queueDatas"][0]["perm"], 7);
             assert_eq!(json["brokerDatas"][0]["brokerName"], "broker-a");
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transactions (issue #6): half sends, END_TRANSACTION, CHECK_TRANSACTION_STATE, committed records.
+// The transaction peers share one Apache broker, so offsets differ per peer and per run: the tests
+// assert how the frames refer to each other (the END_TRANSACTION names the offsets the send response
+// and the check handed out), never the offsets themselves.
+
+const END_TRANSACTION: i32 = 37;
+const CHECK_TRANSACTION_STATE: i32 = 39;
+/// Where the broker parks half messages; the check header names it as the topic.
+const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+/// User property naming the outcome the capture programs' local transaction reports.
+const OUTCOME_PROPERTY: &str = "cometTx";
+/// Each outcome the capture programs exercise, with the `commitOrRollback` it must produce.
+const TX_OUTCOMES: [(&str, i32); 3] = [
+    ("commit", transaction_flag::COMMIT),
+    ("rollback", transaction_flag::ROLLBACK),
+    ("unknown", transaction_flag::NOT_TYPE),
+];
+/// The 5.3.3 broker's answer to Go's flag-0 rollback END_TRANSACTION: a SUCCESS response that keeps
+/// the default remark of an unset response.
+const UNSET_RESPONSE_REMARK: &str = "not set any response code";
+
+/// One half-message send of a transaction capture, with what the broker answered.
+struct HalfSend<'a> {
+    outcome: &'a str,
+    header: SendMessageRequestHeader,
+    properties: Properties,
+    response: SendMessageResponseHeader,
+}
+
+impl HalfSend<'_> {
+    fn uniq_key(&self) -> Result<&str, String> {
+        self.properties
+            .get(keys::UNIQ_KEY)
+            .ok_or_else(|| format!("half send {} without UNIQ_KEY", self.outcome))
+    }
+}
+
+/// The three half sends of a transaction peer (SEND_MESSAGE_V2 from Java, SEND_MESSAGE from Go),
+/// in send order, each paired with its response.
+fn half_sends<'a>(
+    peer: &Peer,
+    frames: &'a [Captured],
+) -> Result<Vec<HalfSend<'a>>, Box<dyn Error>> {
+    let code = match peer.language {
+        LanguageCode::Go => SEND_MESSAGE,
+        _ => SEND_MESSAGE_V2,
+    };
+    let mut sends = Vec::new();
+    for req in requests(frames, code) {
+        let ext = req.cmd.ext_fields.as_ref().ok_or("send without ext")?;
+        let header = SendMessageRequestHeader::decode_for_code(code, ext)?;
+        let properties = Properties::parse(header.properties.as_deref().unwrap_or_default());
+        let outcome = properties
+            .get(OUTCOME_PROPERTY)
+            .ok_or_else(|| format!("{}/{}: no {OUTCOME_PROPERTY}", peer.dir, req.file))?;
+        let outcome = TX_OUTCOMES
+            .iter()
+            .map(|(o, _)| *o)
+            .find(|o| *o == outcome)
+            .ok_or_else(|| format!("{}/{}: outcome {outcome}", peer.dir, req.file))?;
+        let rsp = response_to(frames, req)?;
+        assert_eq!(rsp.cmd.code, SUCCESS, "{}/{}", peer.dir, rsp.file);
+        sends.push(HalfSend {
+            outcome,
+            response: rsp.cmd.decode_header()?,
+            header,
+            properties,
+        });
+    }
+    let order: Vec<&str> = sends.iter().map(|s| s.outcome).collect();
+    assert_eq!(order, ["commit", "rollback", "unknown"], "{}", peer.dir);
+    Ok(sends)
+}
+
+fn end_transactions(
+    frames: &[Captured],
+) -> Result<Vec<(&Captured, EndTransactionRequestHeader)>, Box<dyn Error>> {
+    requests(frames, END_TRANSACTION)
+        .map(|f| Ok((f, f.cmd.decode_header()?)))
+        .collect()
+}
+
+/// The broker's CHECK_TRANSACTION_STATE requests (server to client).
+fn checks(frames: &[Captured]) -> impl Iterator<Item = &Captured> {
+    frames
+        .iter()
+        .filter(|f| !f.is_c2s() && !f.cmd.is_response() && f.cmd.code == CHECK_TRANSACTION_STATE)
+}
+
+#[test]
+fn half_message_sends_are_prepared() -> TestResult {
+    for peer in &TX_PEERS {
+        let frames = load(peer)?;
+        let group = format!("{}_TXPG", peer.topic);
+        for send in half_sends(peer, &frames)? {
+            let what = format!("{} {}", peer.dir, send.outcome);
+            let h = &send.header;
+            assert_eq!(h.producer_group, group, "{what}");
+            assert_eq!(h.topic, peer.topic, "{what}");
+            // PREPARED (0x4) is the only bit: no compression, no other transaction type.
+            assert_eq!(h.sys_flag, sysflag::TRANSACTION_PREPARED_TYPE, "{what}");
+            assert_eq!(
+                sysflag::transaction_type(h.sys_flag),
+                sysflag::TRANSACTION_PREPARED_TYPE
+            );
+            let p = &send.properties;
+            assert_eq!(p.get(keys::TRANSACTION_PREPARED), Some("true"), "{what}");
+            assert_eq!(p.get(keys::PRODUCER_GROUP), Some(group.as_str()), "{what}");
+            assert_eq!(p.get(keys::TAGS), Some("TagTx"), "{what}");
+            let key = format!("TxKey-{}", send.outcome);
+            assert_eq!(p.get(keys::KEYS), Some(key.as_str()), "{what}");
+            // The producer does not name the transaction: the broker does, in its answer.
+            assert_eq!(p.get(keys::TRANSACTION_ID), None, "{what}");
+
+            // The answer: transactionId = the message's UNIQ_KEY; msgId = the half's offset id,
+            // stored at the advertised 127.0.0.2; queueId = the real queue the producer picked
+            // (the half itself sits in RMQ_SYS_TRANS_HALF_TOPIC queue 0).
+            let r = &send.response;
+            assert_eq!(
+                r.transaction_id.as_deref(),
+                Some(send.uniq_key()?),
+                "{what}"
+            );
+            let (store_host, _) = decode_offset_msg_id(&r.msg_id)?;
+            assert_eq!(store_host.ip().to_string(), "127.0.0.2", "{what}");
+            assert_eq!(r.queue_id, h.queue_id, "{what}");
+            assert!(r.queue_offset >= 0, "{what}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn end_transaction_headers_decode_with_the_typed_header() -> TestResult {
+    for peer in &TX_PEERS {
+        let frames = load(peer)?;
+        let sends = half_sends(peer, &frames)?;
+        let ends = end_transactions(&frames)?;
+        let group = format!("{}_TXPG", peer.topic);
+        // One END_TRANSACTION per local transaction, then one answering the single check.
+        assert_eq!(ends.len(), TX_OUTCOMES.len() + 1, "{}", peer.dir);
+        for ((f, end), send) in ends.iter().zip(&sends) {
+            let what = format!("{}/{} ({})", peer.dir, f.file, send.outcome);
+            let expected = TX_OUTCOMES
+                .iter()
+                .find(|(o, _)| *o == send.outcome)
+                .map(|(_, flag)| *flag)
+                .ok_or("outcome")?;
+            assert_eq!(end.commit_or_rollback, expected, "{what}");
+            assert_eq!(end.producer_group, group, "{what}");
+            assert_eq!(end.msg_id, send.uniq_key()?, "{what}");
+            assert_eq!(
+                end.transaction_id.as_deref(),
+                send.response.transaction_id.as_deref(),
+                "{what}"
+            );
+            // The offsets come from the send response: its queueOffset (the half queue's) and
+            // the commit-log offset inside its offset msgId.
+            assert_eq!(
+                end.tran_state_table_offset, send.response.queue_offset,
+                "{what}"
+            );
+            let (_, half_offset) = decode_offset_msg_id(&send.response.msg_id)?;
+            assert_eq!(end.commit_log_offset, half_offset, "{what}");
+            // Go always writes the key; Java writes `false` here too.
+            assert_eq!(end.from_transaction_check, Some(false), "{what}");
+            assert_eq!(f.cmd.remark, peer_remark(peer), "{what}");
+            assert_end_transaction_extras(peer, f, end, Some(peer.topic), &what);
+        }
+        let (answer_frame, answer) = ends.last().ok_or("no check answer")?;
+        assert_eq!(answer.from_transaction_check, Some(true), "{}", peer.dir);
+        assert_eq!(
+            answer.commit_or_rollback,
+            transaction_flag::COMMIT,
+            "{}",
+            peer.dir
+        );
+        assert_eq!(answer.producer_group, group);
+        // 5.3.3 copies the check header's topic, which is the half topic, into its answer.
+        let what = format!("{}/{} (check answer)", peer.dir, answer_frame.file);
+        assert_end_transaction_extras(peer, answer_frame, answer, Some(HALF_TOPIC), &what);
+    }
+    Ok(())
+}
+
+/// Go always writes a remark (`""`); Java writes none.
+fn peer_remark(peer: &Peer) -> Option<String> {
+    (peer.language == LanguageCode::Go).then(String::new)
+}
+
+/// The per-client differences of END_TRANSACTION: Java sends it oneway and names the broker
+/// (`bname`), 5.3.3 also the topic; Go sends flag 0 (no ONEWAY bit) without either.
+fn assert_end_transaction_extras(
+    peer: &Peer,
+    f: &Captured,
+    end: &EndTransactionRequestHeader,
+    topic_5x: Option<&str>,
+    what: &str,
+) {
+    if peer.language == LanguageCode::Java {
+        assert_eq!(f.cmd.flag, FLAG_ONEWAY, "{what}");
+        assert_eq!(end.rpc.broker_name.as_deref(), Some("broker-a"), "{what}");
+        let topic = if peer.version >= 479 { topic_5x } else { None };
+        assert_eq!(end.topic.as_deref(), topic, "{what}");
+    } else {
+        assert_eq!(f.cmd.flag, 0, "{what}");
+        assert_eq!(end.rpc.broker_name, None, "{what}");
+        assert_eq!(end.topic, None, "{what}");
+    }
+}
+
+#[test]
+fn end_transaction_reencodes_through_the_typed_header() -> TestResult {
+    // Decoding into EndTransactionRequestHeader and encoding it again loses nothing: every key
+    // the peers wrote is a field of the typed header (or of its inherited RPC part).
+    for peer in &TX_PEERS {
+        let frames = load(peer)?;
+        for (f, end) in end_transactions(&frames)? {
+            let mut ext = ExtFields::new();
+            end.to_ext_fields(&mut ext);
+            let theirs = f.cmd.ext_fields.as_ref().ok_or("no ext")?;
+            let mut a: Vec<(&str, &str)> = theirs.iter().collect();
+            let mut b: Vec<(&str, &str)> = ext.iter().collect();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "{}/{}", peer.dir, f.file);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn check_transaction_state_header_and_half_message_body() -> TestResult {
+    for peer in &TX_PEERS {
+        let frames = load(peer)?;
+        let sends = half_sends(peer, &frames)?;
+        let unknown = sends.get(2).ok_or("no unknown send")?;
+        let mut all = checks(&frames);
+        let check = all.next().ok_or("no CHECK_TRANSACTION_STATE")?;
+        assert!(all.next().is_none(), "{}: checked more than once", peer.dir);
+        let what = format!("{}/{}", peer.dir, check.file);
+        // The broker sends it oneway on the producer's own connection, in JSON.
+        assert_eq!(check.cmd.flag, FLAG_ONEWAY, "{what}");
+        assert_eq!(check.cmd.serialize_type, SerializeType::Json, "{what}");
+        let send_conn = requests(&frames, END_TRANSACTION)
+            .next()
+            .map(|f| &f.index["conn"])
+            .ok_or("no END_TRANSACTION")?;
+        assert_eq!(&check.index["conn"], send_conn, "{what}: connection");
+
+        let h: CheckTransactionStateRequestHeader = check.cmd.decode_header()?;
+        assert_eq!(h.topic.as_deref(), Some(HALF_TOPIC), "{what}");
+        assert_eq!(h.msg_id.as_deref(), Some(unknown.uniq_key()?), "{what}");
+        assert_eq!(
+            h.transaction_id.as_deref(),
+            Some(unknown.uniq_key()?),
+            "{what}"
+        );
+        assert_eq!(h.rpc.broker_name.as_deref(), Some("broker-a"), "{what}");
+        // The check names a *new* copy of the half (put back at the half queue's tail before
+        // checking): later offsets than the send's, and offsetMsgId agrees with commitLogOffset.
+        let offset_msg_id = h.offset_msg_id.as_deref().ok_or("no offsetMsgId")?;
+        let (store_host, offset) = decode_offset_msg_id(offset_msg_id)?;
+        assert_eq!(offset, h.commit_log_offset, "{what}");
+        assert_eq!(store_host.ip().to_string(), "127.0.0.2", "{what}");
+        assert!(
+            h.tran_state_table_offset > unknown.response.queue_offset,
+            "{what}"
+        );
+        let (_, sent_offset) = decode_offset_msg_id(&unknown.response.msg_id)?;
+        assert!(h.commit_log_offset > sent_offset, "{what}");
+
+        // The body is that copy as a stored record, with the real topic and queue restored.
+        let record = decode_record(body(check)?, true)?;
+        assert_eq!(record.topic, peer.topic, "{what}");
+        assert_eq!(record.queue_id, unknown.header.queue_id, "{what}");
+        assert_eq!(record.queue_offset, h.tran_state_table_offset, "{what}");
+        assert_eq!(record.commit_log_offset, h.commit_log_offset, "{what}");
+        assert_eq!(record.body.as_ref(), b"tx-unknown", "{what}");
+        // Stored halves have their transaction type reset to NOT (the PREPARED bit is gone).
+        assert_eq!(
+            sysflag::transaction_type(record.sys_flag),
+            sysflag::TRANSACTION_NOT_TYPE,
+            "{what}"
+        );
+        let p = &record.properties;
+        let group = format!("{}_TXPG", peer.topic);
+        let queue = unknown.header.queue_id.to_string();
+        for (key, value) in [
+            (keys::TRANSACTION_PREPARED, "true"),
+            (keys::PRODUCER_GROUP, group.as_str()),
+            (keys::REAL_TOPIC, peer.topic),
+            (keys::REAL_QUEUE_ID, queue.as_str()),
+            (keys::TRANSACTION_ID, unknown.uniq_key()?),
+            (keys::UNIQ_KEY, unknown.uniq_key()?),
+            (keys::TRANSACTION_CHECK_TIMES, "1"),
+            (OUTCOME_PROPERTY, "unknown"),
+            // Apache marks the checked copy WAIT=false (whatever the producer sent: Java sent
+            // true, Go nothing) and stores the broker's region and trace switch with it.
+            (keys::WAIT_STORE_MSG_OK, "false"),
+            (keys::MSG_REGION, "DefaultRegion"),
+            (keys::TRACE_SWITCH, "true"),
+        ] {
+            assert_eq!(p.get(key), Some(value), "{what}: property {key}");
+        }
+        // ... and does not add TRAN_PREPARED_QUEUE_OFFSET to a copy it puts back for a check.
+        assert_eq!(
+            p.get(keys::TRANSACTION_PREPARED_QUEUE_OFFSET),
+            None,
+            "{what}"
+        );
+
+        // The client answers with the check's own offsets and ids.
+        let (_, answer) = end_transactions(&frames)?
+            .into_iter()
+            .find(|(_, e)| e.from_transaction_check == Some(true))
+            .ok_or("no check answer")?;
+        assert_eq!(
+            answer.tran_state_table_offset, h.tran_state_table_offset,
+            "{what}"
+        );
+        assert_eq!(answer.commit_log_offset, h.commit_log_offset, "{what}");
+        assert_eq!(Some(answer.msg_id.as_str()), h.msg_id.as_deref(), "{what}");
+        assert_eq!(answer.transaction_id, h.transaction_id, "{what}");
+    }
+    Ok(())
+}
+
+#[test]
+fn committed_transactions_are_stored_in_the_real_topic() -> TestResult {
+    for peer in &TX_PEERS {
+        let frames = load(peer)?;
+        let ends = end_transactions(&frames)?;
+        let commit_of = |body: &[u8]| -> Option<i64> {
+            let outcome = match body {
+                b"tx-commit" => "commit",
+                b"tx-unknown" => "unknown",
+                _ => return None,
+            };
+            // The committed record points back at the half it was made from.
+            let sends = half_sends(peer, &frames).ok()?;
+            let uniq = sends
+                .iter()
+                .find(|s| s.outcome == outcome)?
+                .uniq_key()
+                .ok()?
+                .to_owned();
+            ends.iter()
+                .find(|(_, e)| e.msg_id == uniq && e.commit_or_rollback == transaction_flag::COMMIT)
+                .map(|(_, e)| e.commit_log_offset)
+        };
+        let mut bodies = Vec::new();
+        for rsp in frames
+            .iter()
+            .filter(|f| f.request_code() == Some(i64::from(PULL_MESSAGE)) && f.cmd.code == SUCCESS)
+        {
+            for m in decode_records(body(rsp)?, true)? {
+                let what = format!("{}/{}", peer.dir, rsp.file);
+                assert_eq!(m.topic, peer.topic, "{what}");
+                assert_eq!(
+                    sysflag::transaction_type(m.sys_flag),
+                    sysflag::TRANSACTION_COMMIT_TYPE,
+                    "{what}"
+                );
+                assert_eq!(
+                    Some(m.prepared_transaction_offset),
+                    commit_of(&m.body),
+                    "{what}"
+                );
+                // Apache 5.3.3 keeps the half's bookkeeping properties on the committed message:
+                // REAL_TOPIC, REAL_QID and TRAN_MSG=true (see the fixtures README).
+                assert_eq!(
+                    m.properties.get(keys::REAL_TOPIC),
+                    Some(peer.topic),
+                    "{what}"
+                );
+                let queue = m.queue_id.to_string();
+                assert_eq!(
+                    m.properties.get(keys::REAL_QUEUE_ID),
+                    Some(queue.as_str()),
+                    "{what}"
+                );
+                assert_eq!(
+                    m.properties.get(keys::TRANSACTION_PREPARED),
+                    Some("true"),
+                    "{what}"
+                );
+                bodies.push(m.body.clone());
+            }
+        }
+        bodies.sort();
+        bodies.dedup();
+        assert_eq!(bodies, [&b"tx-commit"[..], b"tx-unknown"], "{}", peer.dir);
+    }
+    Ok(())
+}
+
+#[test]
+fn go_end_transaction_without_oneway_bit_gets_answers() -> TestResult {
+    // Go's InvokeOneWay leaves flag 0, so the 5.3.3 broker answers every END_TRANSACTION that it
+    // acts on (commit, rollback, the check's commit) and stays silent on "unknown" (0).
+    let peer = &TX_PEERS[4];
+    let frames = load(peer)?;
+    for (f, end) in end_transactions(&frames)? {
+        let rsp = response_to(&frames, f);
+        match end.commit_or_rollback {
+            transaction_flag::NOT_TYPE => assert!(rsp.is_err(), "{}: unknown answered", f.file),
+            flag => {
+                let rsp = rsp?;
+                assert_eq!(rsp.cmd.code, SUCCESS, "{}", f.file);
+                let remark = (flag == transaction_flag::ROLLBACK).then_some(UNSET_RESPONSE_REMARK);
+                assert_eq!(rsp.cmd.remark.as_deref(), remark, "{}", f.file);
+            }
+        }
+    }
+    // Java's END_TRANSACTION is truly oneway: never answered.
+    for peer in TX_PEERS.iter().filter(|p| p.language == LanguageCode::Java) {
+        let frames = load(peer)?;
+        for (f, _) in end_transactions(&frames)? {
+            assert!(response_to(&frames, f).is_err(), "{}/{}", peer.dir, f.file);
         }
     }
     Ok(())

@@ -5,7 +5,8 @@
 //! flush, a torn tail, a shutdown under load) only exist at process level.
 //!
 //! - [`crash_loop`]: SIGKILL at random moments under load, restart, audit everything acknowledged.
-//! - [`churn`]: a clustering group whose push consumers come and go while producers send.
+//! - [`churn`]: a clustering group whose push consumers come and go while producers send;
+//!   [`churn_consumer`]: one such consumer, run as a child process so it can be SIGKILLed.
 //! - [`serve`]: the child process; [`wire`]: the raw protocol calls used by the checks;
 //!   [`body`]: self-identifying message bodies; [`rng`]: the seeded randomness of kill moments.
 //!
@@ -15,6 +16,7 @@
 
 pub mod body;
 pub mod churn;
+pub mod churn_consumer;
 pub mod crash_loop;
 pub mod error;
 pub mod rng;

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use comet_reliability::churn::ChurnMode;
 use comet_reliability::serve::{FlushMode, default_comet_bin};
-use comet_reliability::{churn, crash_loop};
+use comet_reliability::{churn, churn_consumer, crash_loop};
 
 #[derive(Parser)]
 #[command(
@@ -43,10 +44,35 @@ enum Command {
         #[arg(long, default_value_t = 1500)]
         max_kill_delay_ms: u64,
     },
-    /// Push consumers join and leave a clustering group while producers send.
+    /// Push consumers (child processes) join and leave a clustering group while producers send;
+    /// some leave by SIGKILL, the others gracefully.
     Churn {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// Send by order key and consume with the orderly listener; check first-delivery order.
+        #[arg(long)]
+        orderly: bool,
+        /// Percent of leaves done by SIGKILL.
+        #[arg(long, default_value_t = 50)]
+        kill_percent: u64,
+        /// Pause of each producer between sends, in ms (0: flat out).
+        #[arg(long, default_value_t = 0)]
+        send_pause_ms: u64,
+    },
+    /// One churn consumer process (started by `churn`): reports deliveries on stdout, exits
+    /// gracefully when stdin closes.
+    #[command(hide = true)]
+    ChurnConsumer {
+        #[arg(long)]
+        namesrv: String,
+        #[arg(long)]
+        instance: String,
+        #[arg(long, default_value = churn::TOPIC)]
+        topic: String,
+        #[arg(long, default_value = churn::GROUP)]
+        group: String,
+        #[arg(long)]
+        orderly: bool,
     },
 }
 
@@ -60,6 +86,31 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Command::ChurnConsumer {
+        namesrv,
+        instance,
+        topic,
+        group,
+        orderly,
+    } = cli.command
+    {
+        // A child of `churn`: needs neither the broker binary nor a data directory.
+        let options = churn_consumer::ConsumerOptions {
+            namesrv,
+            topic,
+            group,
+            instance_name: instance,
+            orderly,
+            client_timer: churn::CLIENT_TIMER,
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("tokio runtime")?;
+        return runtime
+            .block_on(churn_consumer::run(&options))
+            .context("churn consumer");
+    }
     let comet_bin = cli.comet_bin.unwrap_or_else(default_comet_bin);
     if !comet_bin.exists() {
         bail!(
@@ -93,20 +144,46 @@ fn main() -> Result<()> {
             let report = runtime.block_on(crash_loop::run(&config))?;
             println!("{report}");
         }
-        Command::Churn { seconds } => {
-            let mut config =
-                churn::ChurnConfig::new(comet_bin, data_dir, Duration::from_secs(seconds));
+        Command::Churn {
+            seconds,
+            orderly,
+            kill_percent,
+            send_pause_ms,
+        } => {
+            let consumer_bin = std::env::current_exe().context("locating this executable")?;
+            let mode = if orderly {
+                ChurnMode::Orderly
+            } else {
+                ChurnMode::Concurrently
+            };
+            let mut config = churn::ChurnConfig::new(
+                comet_bin,
+                consumer_bin,
+                data_dir,
+                Duration::from_secs(seconds),
+                mode,
+            );
             config.seed = cli.seed;
+            config.kill_percent = kill_percent;
+            config.send_pause = Duration::from_millis(send_pause_ms);
             let report = runtime.block_on(churn::run(&config))?;
             println!("{report}");
-            if report.lost > 0 || report.unknown > 0 {
+            let audit = &report.audit;
+            if audit.lost > 0
+                || audit.unknown > 0
+                || audit.queue_order_violations > 0
+                || audit.key_order_violations > 0
+            {
                 bail!(
-                    "churn lost {} and invented {} messages",
-                    report.lost,
-                    report.unknown
+                    "churn lost {}, invented {}, {} queue-order and {} key-order violations",
+                    audit.lost,
+                    audit.unknown,
+                    audit.queue_order_violations,
+                    audit.key_order_violations
                 );
             }
         }
+        Command::ChurnConsumer { .. } => {}
     }
     Ok(())
 }

@@ -8,24 +8,30 @@
 //! The pending table and its `closed` flag sit behind one lock: once the connection is closed no
 //! request can be registered any more, and every request registered before is failed at once —
 //! a caller never waits for its timeout on a connection that is already gone.
+//!
+//! The write queue is bounded in *bytes* ([`WriteBudget`]): every queued frame counts until the
+//! writer has handed it to the socket. Responses are always queued (they answer requests already
+//! read; what bounds them is that a congested server connection stops reading and holds requests
+//! back before processing them, see `connection.rs`). Calls the server makes to a congested client
+//! fail at once with `WriteBufferFull`; a client's own requests wait (until their deadline) for
+//! the connection to drain.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use comet_protocol::RemotingCommand;
 use comet_protocol::command::{FLAG_ONEWAY, FLAG_RESPONSE};
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::encode_frame;
+use crate::codec::{Frame, encode_split};
 use crate::error::{RemotingError, Result};
-use crate::limits::WRITE_QUEUE_TIMEOUT;
+use crate::overload::{OverloadMonitor, OverloadReason};
 
 /// Request ids are process-wide so that a log line's opaque identifies one request.
 static NEXT_OPAQUE: AtomicI32 = AtomicI32::new(1);
@@ -46,10 +52,69 @@ struct Shared {
     id: u64,
     remote: SocketAddr,
     local: SocketAddr,
-    writer: mpsc::Sender<Bytes>,
+    writer: mpsc::UnboundedSender<Frame>,
+    budget: WriteBudget,
+    overload: Arc<OverloadMonitor>,
     pending: Mutex<Pending>,
     max_pending: usize,
     close: CancellationToken,
+}
+
+/// Bytes queued for a connection's writer, against its high-water mark.
+#[derive(Debug)]
+pub(crate) struct WriteBudget {
+    queued: AtomicUsize,
+    high_water: usize,
+    drained: Notify,
+}
+
+impl WriteBudget {
+    fn new(high_water: usize) -> Self {
+        Self {
+            queued: AtomicUsize::new(0),
+            high_water: high_water.max(1),
+            drained: Notify::new(),
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    fn congested(&self) -> bool {
+        self.queued() >= self.high_water
+    }
+
+    fn add(&self, bytes: usize) {
+        self.queued.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// Called by the writer once `bytes` have been handed to the socket.
+    pub(crate) fn release(&self, bytes: usize) {
+        let before = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                Some(q.saturating_sub(bytes))
+            })
+            .unwrap_or(0);
+        if before >= self.high_water && before.saturating_sub(bytes) < self.high_water {
+            // One waiter at a time: the woken one passes the wake-up on while there is room
+            // (see `Channel::writable`), so thousands of held requests do not all wake to find
+            // the connection congested again.
+            self.drained.notify_one();
+        }
+    }
+}
+
+/// What `enqueue` does when the connection is congested.
+#[derive(Debug, Clone, Copy)]
+enum Admission {
+    /// Queue anyway (responses: the request was already read and processed).
+    Always,
+    /// Refuse with `WriteBufferFull` (server-to-client calls).
+    FailFast,
+    /// Wait for the writer to drain below the mark, up to the deadline (a client's requests).
+    WaitUntil(Instant),
 }
 
 #[derive(Default)]
@@ -81,7 +146,9 @@ impl Channel {
     pub(crate) fn new(
         remote: SocketAddr,
         local: SocketAddr,
-        writer: mpsc::Sender<Bytes>,
+        writer: mpsc::UnboundedSender<Frame>,
+        high_water: usize,
+        overload: Arc<OverloadMonitor>,
         max_pending: usize,
         close: CancellationToken,
     ) -> Self {
@@ -91,6 +158,8 @@ impl Channel {
                 remote,
                 local,
                 writer,
+                budget: WriteBudget::new(high_water),
+                overload,
                 pending: Mutex::new(Pending::default()),
                 max_pending,
                 close,
@@ -119,6 +188,45 @@ impl Channel {
     /// Number of requests sent on this connection that still wait for their response.
     pub fn pending_requests(&self) -> usize {
         self.inner.pending.lock().waiting.len()
+    }
+
+    /// Bytes queued for this connection's writer and not yet handed to the socket.
+    pub fn queued_bytes(&self) -> usize {
+        self.inner.budget.queued()
+    }
+
+    /// `false` while the queued bytes are at or over the write-buffer high-water mark (Netty's
+    /// `isWritable`): calls to the peer are refused and a server connection stops reading.
+    pub fn is_writable(&self) -> bool {
+        !self.inner.budget.congested()
+    }
+
+    pub(crate) fn budget(&self) -> &WriteBudget {
+        &self.inner.budget
+    }
+
+    /// Resolves once the queued bytes are under the high-water mark or the connection closed.
+    pub(crate) async fn writable(&self) {
+        let mut waited = false;
+        loop {
+            let drained = self.inner.budget.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if !self.is_active() {
+                return;
+            }
+            if !self.inner.budget.congested() {
+                if waited {
+                    // Woken by a drain and there is still room: wake the next waiter.
+                    self.inner.budget.drained.notify_one();
+                }
+                return;
+            }
+            tokio::select! {
+                _ = &mut drained => waited = true,
+                _ = self.inner.close.cancelled() => return,
+            }
+        }
     }
 
     /// Closes the connection: queued frames get a short time to flush, every outstanding request
@@ -154,35 +262,54 @@ impl Channel {
 
     /// Sends a response. It is sent as given except that the RESPONSE flag is set; the opaque
     /// must be the request's (build it with `RemotingCommand::response_to`). Used by processors
-    /// that answer later, e.g. a held long-polling pull.
+    /// that answer later, e.g. a held long-polling pull. A response is queued even when the
+    /// connection is congested: it answers a request that was already read.
     pub async fn send_response(&self, mut response: RemotingCommand) -> Result<()> {
         response.flag = (response.flag | FLAG_RESPONSE) & !FLAG_ONEWAY;
-        let frame = encode(&response)?;
-        self.enqueue(frame, Instant::now() + WRITE_QUEUE_TIMEOUT)
-            .await
+        let frame = encode_split(response)?;
+        self.enqueue(frame, Admission::Always).await
     }
 
     /// Sends a request on this connection and waits up to `timeout` for its response. The
-    /// opaque is assigned here.
+    /// opaque is assigned here. Fails at once with `WriteBufferFull` when the connection is not
+    /// writable (the peer does not read): a call must never queue behind a stalled peer.
     pub async fn invoke(
         &self,
         request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand> {
-        self.invoke_until(request, Instant::now() + timeout, timeout)
+        self.invoke_admitted(
+            request,
+            Instant::now() + timeout,
+            timeout,
+            Admission::FailFast,
+        )
+        .await
+    }
+
+    /// Like [`Channel::invoke`], but waits (up to the deadline) for a congested connection to
+    /// drain: a client's own requests.
+    pub(crate) async fn invoke_until(
+        &self,
+        request: RemotingCommand,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<RemotingCommand> {
+        self.invoke_admitted(request, deadline, timeout, Admission::WaitUntil(deadline))
             .await
     }
 
-    pub(crate) async fn invoke_until(
+    async fn invoke_admitted(
         &self,
         mut request: RemotingCommand,
         deadline: Instant,
         timeout: Duration,
+        admission: Admission,
     ) -> Result<RemotingCommand> {
         let opaque = next_opaque();
         request.opaque = opaque;
         request.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
-        let frame = encode(&request)?;
+        let frame = encode_split(request)?;
         let (tx, rx) = oneshot::channel();
         self.register(opaque, tx)?;
         // Removes the table entry however this call ends (response, timeout, caller dropped).
@@ -194,7 +321,7 @@ impl Channel {
             addr: self.addr_string(),
             timeout,
         };
-        match self.enqueue(frame, deadline).await {
+        match self.enqueue(frame, admission).await {
             Ok(()) => {}
             Err(RemotingError::SendFailed { .. }) if Instant::now() >= deadline => {
                 return Err(timed_out());
@@ -210,22 +337,33 @@ impl Channel {
         }
     }
 
-    /// Sends a request that must not be answered (the ONEWAY flag is set), waiting at most for
-    /// room in the write queue.
+    /// Sends a request that must not be answered (the ONEWAY flag is set). Fails at once with
+    /// `WriteBufferFull` when the connection is not writable.
     pub async fn invoke_oneway(&self, request: RemotingCommand) -> Result<()> {
-        self.invoke_oneway_until(request, Instant::now() + WRITE_QUEUE_TIMEOUT)
+        self.invoke_oneway_admitted(request, Admission::FailFast)
             .await
     }
 
+    /// Like [`Channel::invoke_oneway`], but waits up to `deadline` for a congested connection
+    /// to drain: a client's own oneway requests.
     pub(crate) async fn invoke_oneway_until(
         &self,
-        mut request: RemotingCommand,
+        request: RemotingCommand,
         deadline: Instant,
+    ) -> Result<()> {
+        self.invoke_oneway_admitted(request, Admission::WaitUntil(deadline))
+            .await
+    }
+
+    async fn invoke_oneway_admitted(
+        &self,
+        mut request: RemotingCommand,
+        admission: Admission,
     ) -> Result<()> {
         request.opaque = next_opaque();
         request.flag = (request.flag | FLAG_ONEWAY) & !FLAG_RESPONSE;
-        let frame = encode(&request)?;
-        self.enqueue(frame, deadline).await
+        let frame = encode_split(request)?;
+        self.enqueue(frame, admission).await
     }
 
     fn register(&self, opaque: i32, tx: oneshot::Sender<RemotingCommand>) -> Result<()> {
@@ -255,29 +393,59 @@ impl Channel {
         }
     }
 
-    async fn enqueue(&self, frame: Bytes, deadline: Instant) -> Result<()> {
+    async fn enqueue(&self, frame: Frame, admission: Admission) -> Result<()> {
         let closed = || RemotingError::ConnectionClosed {
             addr: self.addr_string(),
         };
         if !self.is_active() {
             return Err(closed());
         }
-        tokio::select! {
-            biased;
-            sent = self.inner.writer.send(frame) => sent.map_err(|_| closed()),
-            _ = self.inner.close.cancelled() => Err(closed()),
-            _ = tokio::time::sleep_until(deadline) => Err(RemotingError::SendFailed {
-                addr: self.addr_string(),
-                reason: "write queue stayed full".to_string(),
-            }),
+        let budget = &self.inner.budget;
+        match admission {
+            Admission::Always => {}
+            Admission::FailFast => {
+                if budget.congested() {
+                    let queued = budget.queued();
+                    self.inner.overload.report(
+                        OverloadReason::WriteBufferFull,
+                        self.inner.remote,
+                        &format!("{queued} bytes queued, limit {}", budget.high_water),
+                    );
+                    return Err(RemotingError::WriteBufferFull {
+                        addr: self.addr_string(),
+                        queued,
+                        limit: budget.high_water,
+                    });
+                }
+            }
+            Admission::WaitUntil(deadline) => {
+                if budget.congested() {
+                    tokio::select! {
+                        _ = self.writable() => {}
+                        _ = tokio::time::sleep_until(deadline) => {
+                            return Err(RemotingError::SendFailed {
+                                addr: self.addr_string(),
+                                reason: format!(
+                                    "write buffer stayed over its {} byte high-water mark",
+                                    budget.high_water
+                                ),
+                            });
+                        }
+                    }
+                    if !self.is_active() {
+                        return Err(closed());
+                    }
+                }
+            }
         }
+        let len = frame.len();
+        budget.add(len);
+        if self.inner.writer.send(frame).is_err() {
+            budget.release(len);
+            return Err(closed());
+        }
+        Ok(())
     }
-}
-
-fn encode(cmd: &RemotingCommand) -> Result<Bytes> {
-    let mut buf = BytesMut::with_capacity(cmd.body_len() + 256);
-    encode_frame(cmd, &mut buf)?;
-    Ok(buf.freeze())
 }
 
 struct PendingEntry<'a> {

@@ -6,6 +6,9 @@
 //! A dead connection stays in its slot only until the next call notices it is inactive and dials
 //! again. Requests are matched to responses by opaque inside the [`Channel`]; the client only adds
 //! addressing, the codec choice, RPC hooks and timeouts that include the connect time.
+//!
+//! With [`ClientConfig::tls`] set, every connection runs a TLS handshake right after the TCP
+//! connect, within the same connect timeout.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,10 +27,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::channel::Channel;
 use crate::config::ClientConfig;
-use crate::connection::{ConnectionContext, ConnectionOptions, spawn_connection};
+use crate::connection::{ConnectionContext, ConnectionOptions, spawn_connection, spawn_stream};
 use crate::error::{RemotingError, Result};
 use crate::limits::WRITE_DRAIN_TIMEOUT;
+use crate::overload::TransportStats;
 use crate::processor::{ChannelEventListener, Dispatcher, RequestProcessor, RpcHook};
+use crate::tls::{ClientTls, load_client_tls};
 
 type ConnectFuture = Shared<BoxFuture<'static, Result<Channel>>>;
 
@@ -54,16 +59,36 @@ struct ClientInner {
     slots: Mutex<HashMap<String, Slot>>,
     generation: AtomicU64,
     ctx: ConnectionContext,
+    /// The loaded TLS connector; a loading error is kept and returned by every connect.
+    tls: Option<Result<ClientTls>>,
 }
 
 impl RemotingClient {
+    /// A client for `config`. A TLS setup that cannot be loaded (unreadable trust file) makes
+    /// every connect fail with `RemotingError::Tls`; [`RemotingClient::try_new`] reports it here.
     pub fn new(config: ClientConfig) -> Self {
+        let tls = config.tls.as_ref().map(load_client_tls);
+        Self::with_tls(config, tls)
+    }
+
+    /// Like [`RemotingClient::new`], but fails when the TLS settings cannot be loaded.
+    pub fn try_new(config: ClientConfig) -> Result<Self> {
+        let tls = match config.tls.as_ref().map(load_client_tls) {
+            Some(Err(e)) => return Err(e),
+            other => other,
+        };
+        Ok(Self::with_tls(config, tls))
+    }
+
+    fn with_tls(config: ClientConfig, tls: Option<Result<ClientTls>>) -> Self {
         let ctx = ConnectionContext {
             dispatcher: Arc::new(Dispatcher::default()),
             options: ConnectionOptions {
                 idle_timeout: config.idle_timeout,
                 max_in_flight: config.max_in_flight_per_connection,
                 max_pending_invokes: config.max_pending_invokes_per_connection,
+                write_high_water: config.write_buffer_high_water_mark,
+                pause_reads_when_congested: false,
             },
             connections: TaskTracker::new(),
             requests: TaskTracker::new(),
@@ -77,12 +102,18 @@ impl RemotingClient {
                 slots: Mutex::new(HashMap::new()),
                 generation: AtomicU64::new(0),
                 ctx,
+                tls,
             }),
         }
     }
 
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
+    }
+
+    /// Overload counters of this client (e.g. server-initiated requests answered SYSTEM_BUSY).
+    pub fn stats(&self) -> Arc<TransportStats> {
+        self.inner.ctx.dispatcher.stats()
     }
 
     /// Handles server-initiated requests with `code` (e.g. NOTIFY_CONSUMER_IDS_CHANGED).
@@ -238,10 +269,16 @@ impl RemotingClient {
                 }) => (*generation, connecting.clone()),
                 _ => {
                     let generation = self.inner.generation.fetch_add(1, Ordering::Relaxed);
+                    let tls = match &self.inner.tls {
+                        None => None,
+                        Some(Ok(tls)) => Some(tls.clone()),
+                        Some(Err(e)) => return Err(e.clone()),
+                    };
                     let connecting = connect(
                         self.inner.ctx.clone(),
                         addr.to_string(),
                         self.inner.config.connect_timeout,
+                        tls,
                     )
                     .boxed()
                     .shared();
@@ -277,26 +314,47 @@ async fn connect(
     ctx: ConnectionContext,
     addr: String,
     connect_timeout: Duration,
+    tls: Option<ClientTls>,
 ) -> Result<Channel> {
     let failed = |source: std::io::Error| RemotingError::ConnectFailed {
         addr: addr.clone(),
         source: Arc::new(source),
     };
-    let stream =
-        match tokio::time::timeout(connect_timeout, TcpStream::connect(addr.as_str())).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => return Err(failed(e)),
-            Err(_) => {
-                return Err(failed(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no connection within {connect_timeout:?}"),
-                )));
-            }
-        };
+    let timed_out = || {
+        failed(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no connection within {connect_timeout:?}"),
+        ))
+    };
+    let deadline = Instant::now() + connect_timeout;
+    let stream = match tokio::time::timeout_at(deadline, TcpStream::connect(addr.as_str())).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return Err(failed(e)),
+        Err(_) => return Err(timed_out()),
+    };
     if ctx.close_all.is_cancelled() {
         return Err(RemotingError::Shutdown);
     }
-    let channel = spawn_connection(stream, &ctx).map_err(failed)?;
+    let channel = match tls {
+        None => spawn_connection(stream, &ctx).map_err(failed)?,
+        Some(tls) => {
+            let remote = stream.peer_addr().map_err(failed)?;
+            let local = stream.local_addr().map_err(failed)?;
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(addr = %addr, error = %e, "cannot set TCP_NODELAY");
+            }
+            let session = match tokio::time::timeout_at(deadline, tls.connect(&addr, stream)).await
+            {
+                Ok(Ok(session)) => session,
+                Ok(Err(e)) => return Err(failed(e)),
+                Err(_) => return Err(timed_out()),
+            };
+            if ctx.close_all.is_cancelled() {
+                return Err(RemotingError::Shutdown);
+            }
+            spawn_stream(session, remote, local, &ctx)
+        }
+    };
     tracing::debug!(addr = %addr, local = %channel.local_addr(), "connected");
     Ok(channel)
 }
@@ -326,6 +384,11 @@ fn readdress(error: RemotingError, addr: &str, timeout: Duration) -> RemotingErr
         RemotingError::Timeout { .. } => RemotingError::Timeout { addr, timeout },
         RemotingError::ConnectionClosed { .. } => RemotingError::ConnectionClosed { addr },
         RemotingError::SendFailed { reason, .. } => RemotingError::SendFailed { addr, reason },
+        RemotingError::WriteBufferFull { queued, limit, .. } => RemotingError::WriteBufferFull {
+            addr,
+            queued,
+            limit,
+        },
         RemotingError::TooManyRequests { limit, .. } => {
             RemotingError::TooManyRequests { addr, limit }
         }

@@ -5,12 +5,19 @@
 //! the 16 MiB limit is rejected as soon as the 4-byte prefix is buffered, so a hostile peer cannot
 //! make the reader buffer a huge frame before it is refused.
 
-use bytes::BytesMut;
-use comet_protocol::RemotingCommand;
+use bytes::{Bytes, BytesMut};
 use comet_protocol::frame;
+use comet_protocol::limits::MAX_FRAME_LEN;
+use comet_protocol::{ProtocolError, RemotingCommand};
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::error::RemotingError;
+
+/// Size of a frame's big-endian length prefix, which counts every byte after itself.
+const FRAME_LENGTH_PREFIX: usize = 4;
+
+/// Initial capacity of a frame head: the 8-byte prefix plus a typical JSON header.
+const HEAD_CAPACITY_HINT: usize = 256;
 
 /// Stateless codec for RocketMQ remoting frames (both header serialize types).
 #[derive(Debug, Clone, Copy, Default)]
@@ -41,6 +48,51 @@ pub fn encode_frame(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), Rem
     })
 }
 
+/// One encoded frame as the writer queues it: the length prefix and header in `head`, the body
+/// kept as the command's own buffer. A pull body (often a slice of the mapped CommitLog) is
+/// therefore never copied just to be queued, and large bodies are written straight from it.
+#[derive(Debug, Clone)]
+pub(crate) struct Frame {
+    pub head: Bytes,
+    pub body: Option<Bytes>,
+}
+
+impl Frame {
+    /// Bytes this frame puts on the wire (and pins in memory until written).
+    pub(crate) fn len(&self) -> usize {
+        self.head.len() + self.body.as_ref().map_or(0, Bytes::len)
+    }
+}
+
+/// Encodes `cmd` as a [`Frame`] without copying its body. Same bytes on the wire as
+/// [`encode_frame`], same limits.
+pub(crate) fn encode_split(mut cmd: RemotingCommand) -> Result<Frame, RemotingError> {
+    let body = cmd.body.take();
+    let body_len = body.as_ref().map_or(0, Bytes::len);
+    let mut head = BytesMut::with_capacity(HEAD_CAPACITY_HINT);
+    frame::encode(&cmd, &mut head)?;
+    // `head` is a complete body-less frame: patch its length prefix to count the body too.
+    let total = head.len().saturating_sub(FRAME_LENGTH_PREFIX) + body_len;
+    if total > MAX_FRAME_LEN {
+        return Err(ProtocolError::FrameTooLarge {
+            len: total,
+            max: MAX_FRAME_LEN,
+        }
+        .into());
+    }
+    let prefix = u32::try_from(total).map_err(|_| ProtocolError::FrameTooLarge {
+        len: total,
+        max: MAX_FRAME_LEN,
+    })?;
+    if let Some(slot) = head.get_mut(..FRAME_LENGTH_PREFIX) {
+        slot.copy_from_slice(&prefix.to_be_bytes());
+    }
+    Ok(Frame {
+        head: head.freeze(),
+        body,
+    })
+}
+
 impl Encoder<RemotingCommand> for RemotingCodec {
     type Error = RemotingError;
 
@@ -60,9 +112,8 @@ impl Encoder<&RemotingCommand> for RemotingCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::{BufMut, Bytes};
-    use comet_protocol::limits::MAX_FRAME_LEN;
-    use comet_protocol::{ProtocolError, SerializeType};
+    use bytes::BufMut;
+    use comet_protocol::SerializeType;
 
     fn sample(ser: SerializeType, opaque: i32) -> RemotingCommand {
         let mut cmd = RemotingCommand::request(310).with_body(Bytes::from(vec![7u8; 300]));
@@ -120,6 +171,32 @@ mod tests {
         assert!(matches!(
             codec.decode(&mut buf),
             Err(RemotingError::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn split_encoding_matches_the_contiguous_frame() {
+        for ser in [SerializeType::Json, SerializeType::RocketMq] {
+            for body in [None, Some(Bytes::from(vec![9u8; 70_000]))] {
+                let mut cmd = sample(ser, 11);
+                cmd.body = body;
+                let mut whole = BytesMut::new();
+                encode_frame(&cmd, &mut whole).unwrap();
+                let split = encode_split(cmd).unwrap();
+                let mut joined = split.head.to_vec();
+                joined.extend_from_slice(split.body.as_deref().unwrap_or_default());
+                assert_eq!(joined, whole.to_vec());
+                assert_eq!(split.len(), whole.len());
+            }
+        }
+    }
+
+    #[test]
+    fn split_encoding_refuses_an_oversized_body() {
+        let cmd = RemotingCommand::request(310).with_body(Bytes::from(vec![0u8; MAX_FRAME_LEN]));
+        assert!(matches!(
+            encode_split(cmd),
+            Err(RemotingError::Protocol(ProtocolError::FrameTooLarge { .. }))
         ));
     }
 

@@ -7,8 +7,9 @@ use comet_protocol::SerializeType;
 use crate::limits::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
     DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION, DEFAULT_ONEWAY_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
 };
-use crate::tls::TlsConfig;
+use crate::tls::{ClientTlsConfig, TlsConfig};
 
 /// Settings of a [`crate::RemotingServer`].
 #[derive(Debug, Clone)]
@@ -21,6 +22,9 @@ pub struct ServerConfig {
     pub max_in_flight_per_connection: usize,
     /// Server-to-client requests ([`crate::Channel::invoke`]) outstanding on one connection.
     pub max_pending_invokes_per_connection: usize,
+    /// Unsent bytes of one connection at which it stops reading requests and refuses
+    /// server-to-client calls (RocketMQ `writeBufferHighWaterMark`).
+    pub write_buffer_high_water_mark: usize,
     /// How long graceful shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
     /// TLS on the listener; `None` (or mode `Disabled`) serves plaintext only.
@@ -34,6 +38,7 @@ impl ServerConfig {
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             max_in_flight_per_connection: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
             max_pending_invokes_per_connection: DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION,
+            write_buffer_high_water_mark: DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             tls: None,
         }
@@ -62,6 +67,10 @@ pub struct ClientConfig {
     pub max_in_flight_per_connection: usize,
     /// How long `invoke_oneway` may wait for a connection and for room in the write queue.
     pub oneway_timeout: Duration,
+    /// Unsent bytes of one connection above which new requests wait for the writer to drain.
+    pub write_buffer_high_water_mark: usize,
+    /// TLS for every connection this client makes; `None` connects in plaintext.
+    pub tls: Option<ClientTlsConfig>,
 }
 
 impl Default for ClientConfig {
@@ -73,6 +82,8 @@ impl Default for ClientConfig {
             max_pending_invokes_per_connection: DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION,
             max_in_flight_per_connection: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
             oneway_timeout: DEFAULT_ONEWAY_TIMEOUT,
+            write_buffer_high_water_mark: DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
+            tls: None,
         }
     }
 }

@@ -6,8 +6,23 @@
 //! slows the peer down — memory stays bounded without refusing anyone. Responses complete the
 //! matching pending request; requests are processed on their own task, concurrently.
 //!
-//! Writer: drains the bounded write queue in batches, copying small frames into one buffer so a
-//! burst of responses costs a few syscalls instead of one per frame.
+//! Unsent responses are bounded in bytes, not frames: a peer that pipelines pulls and never
+//! reads would otherwise make the broker hold `in-flight × response size` (hundreds of MiB).
+//! Two gates use the channel's write budget
+//! ([`crate::limits::DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK`]):
+//! a server reader stops taking new frames while the queued bytes are over the mark (so TCP
+//! pushes back on the peer), and a two-way request already read waits *before* it is processed
+//! until the writer drains — a response that is never produced costs no memory. Oneway requests
+//! produce nothing and are not held. A reader paused this long without any drain (the idle
+//! timeout) closes the connection, as Netty's all-idle handler does. A paused reader reads nothing,
+//! answers to the server's own calls included; new calls are refused while congested anyway,
+//! and one issued before times out like any unanswered call. Client connections never
+//! pause reading: their peer's responses must keep flowing or both sides could wait on each
+//! other.
+//!
+//! Writer: drains the write queue in batches, copying small frames into one buffer so a burst of
+//! responses costs a few syscalls instead of one per frame; large bodies are written straight from
+//! their own buffer. Queued bytes are released once handed to the socket.
 //!
 //! Either task ending closes the channel, which stops the other one; the reader then fires
 //! `on_close`. On server shutdown (`stop`), readers stop taking new requests but keep the
@@ -16,7 +31,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use comet_protocol::RemotingCommand;
 use comet_protocol::code::ResponseCode;
 use futures::StreamExt;
@@ -28,12 +43,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::channel::Channel;
-use crate::codec::RemotingCodec;
+use crate::codec::{Frame, RemotingCodec};
 use crate::error::RemotingError;
 use crate::limits::{
     READ_BUFFER_CAPACITY, WRITE_BATCH_MAX_FRAMES, WRITE_COALESCE_BYTES, WRITE_DIRECT_THRESHOLD,
-    WRITE_DRAIN_TIMEOUT, WRITE_QUEUE_CAPACITY,
+    WRITE_DRAIN_TIMEOUT,
 };
+use crate::overload::OverloadReason;
 use crate::processor::Dispatcher;
 
 /// Per-connection settings, derived from the server or client config.
@@ -42,6 +58,10 @@ pub(crate) struct ConnectionOptions {
     pub idle_timeout: Option<Duration>,
     pub max_in_flight: usize,
     pub max_pending_invokes: usize,
+    /// Queued bytes at which the connection counts as congested.
+    pub write_high_water: usize,
+    /// Stop reading while congested (server connections only, see the module docs).
+    pub pause_reads_when_congested: bool,
 }
 
 /// Where a connection's tasks are spawned and what stops them.
@@ -99,11 +119,14 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
+    // Unbounded in frames: the channel's write budget bounds it in bytes.
+    let (tx, rx) = mpsc::unbounded_channel();
     let channel = Channel::new(
         remote,
         local,
         tx,
+        ctx.options.write_high_water,
+        Arc::clone(ctx.dispatcher.overload()),
         ctx.options.max_pending_invokes,
         ctx.close_all.child_token(),
     );
@@ -155,6 +178,38 @@ async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: Co
     let peer = channel.remote_addr();
     let mut stopped = false;
     loop {
+        if ctx.options.pause_reads_when_congested && !channel.is_writable() {
+            let queued = channel.queued_bytes();
+            ctx.dispatcher.overload().report(
+                OverloadReason::ReadsPaused,
+                peer,
+                &format!("{queued} bytes of responses unsent"),
+            );
+            let drained = async {
+                match ctx.options.idle_timeout {
+                    Some(idle) => tokio::time::timeout(idle, channel.writable()).await.is_ok(),
+                    None => {
+                        channel.writable().await;
+                        true
+                    }
+                }
+            };
+            let drained = tokio::select! {
+                biased;
+                _ = close.cancelled() => break,
+                _ = ctx.stop.cancelled() => { stopped = true; break }
+                drained = drained => drained,
+            };
+            if !drained {
+                tracing::warn!(peer = %peer, queued = channel.queued_bytes(),
+                    "closing connection: its responses did not drain within the idle timeout");
+                if let Some(listener) = ctx.dispatcher.listener() {
+                    listener.on_idle(&channel);
+                }
+                break;
+            }
+            continue;
+        }
         let permit = tokio::select! {
             biased;
             _ = close.cancelled() => break,
@@ -181,6 +236,18 @@ async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: Co
                 let channel = channel.clone();
                 ctx.requests.spawn(async move {
                     let _permit = permit;
+                    // A response not yet produced costs nothing: hold two-way requests back
+                    // while the peer is not reading. If the connection closes meanwhile, the
+                    // request is not processed: its caller sees the close, and since nothing
+                    // was done, retrying it is safe.
+                    if !cmd.is_oneway() && !channel.is_writable() {
+                        channel.writable().await;
+                        if !channel.is_active() {
+                            tracing::debug!(peer = %channel.remote_addr(), code = cmd.code,
+                                "connection closed while the request was held; not processed");
+                            return;
+                        }
+                    }
                     process_request(&dispatcher, &channel, cmd).await;
                 });
             }
@@ -257,7 +324,7 @@ async fn process_request(dispatcher: &Dispatcher, channel: &Channel, request: Re
 async fn write_loop<W: AsyncWrite + Unpin>(
     channel: Channel,
     mut socket: W,
-    mut queue: mpsc::Receiver<Bytes>,
+    mut queue: mpsc::UnboundedReceiver<Frame>,
     dispatcher: Arc<Dispatcher>,
 ) {
     let close = channel.close_token().clone();
@@ -279,10 +346,12 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         if received == 0 {
             break;
         }
+        let batch_bytes: usize = batch.iter().map(Frame::len).sum();
         let result = tokio::select! {
             r = write_batch(&mut socket, &mut batch, &mut buf) => r,
             _ = &mut drain_deadline => break,
         };
+        channel.budget().release(batch_bytes);
         if let Err(e) = result {
             tracing::debug!(peer = %channel.remote_addr(), error = %e, "write failed, closing connection");
             let error = RemotingError::from(e);
@@ -299,19 +368,26 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 /// Writes `batch` (emptying it), coalescing small frames into `buf`.
 async fn write_batch<W: AsyncWrite + Unpin>(
     socket: &mut W,
-    batch: &mut Vec<Bytes>,
+    batch: &mut Vec<Frame>,
     buf: &mut BytesMut,
 ) -> std::io::Result<()> {
     for frame in batch.drain(..) {
-        if frame.len() >= WRITE_DIRECT_THRESHOLD {
-            if !buf.is_empty() {
-                socket.write_all(buf).await?;
-                buf.clear();
-            }
-            socket.write_all(&frame).await?;
+        if let Some(body) = frame
+            .body
+            .as_ref()
+            .filter(|b| b.len() >= WRITE_DIRECT_THRESHOLD)
+        {
+            // The head joins the coalesced bytes; the body goes out from its own buffer.
+            buf.extend_from_slice(&frame.head);
+            socket.write_all(buf).await?;
+            buf.clear();
+            socket.write_all(body).await?;
             continue;
         }
-        buf.extend_from_slice(&frame);
+        buf.extend_from_slice(&frame.head);
+        if let Some(body) = &frame.body {
+            buf.extend_from_slice(body);
+        }
         if buf.len() >= WRITE_COALESCE_BYTES {
             socket.write_all(buf).await?;
             buf.clear();

@@ -31,6 +31,14 @@ pub enum RemotingError {
     /// The frame could not be handed to the connection (its write queue stayed full).
     #[error("send to {addr} failed: {reason}")]
     SendFailed { addr: String, reason: String },
+    /// The connection's unsent bytes are over its write-buffer high-water mark (the peer does
+    /// not read fast enough), so a server-to-client call was refused instead of queued.
+    #[error("write buffer to {addr} is full: {queued} bytes queued, high-water mark {limit}")]
+    WriteBufferFull {
+        addr: String,
+        queued: usize,
+        limit: usize,
+    },
     /// The connection already carries the maximum number of outstanding requests.
     #[error("too many outstanding requests to {addr} (limit {limit})")]
     TooManyRequests { addr: String, limit: usize },

@@ -8,11 +8,15 @@
 //! - [`RemotingClient`] keeps one multiplexed connection per remote address and matches
 //!   responses to requests by opaque, with per-request timeouts.
 //! - [`Channel`] is one connection on either side; a server can call a client back through it.
+//! - [`tls`]: a server listener can take TLS and plaintext on one port or TLS only; a client can
+//!   wrap every connection in TLS ([`ClientTlsConfig`]).
 //!
 //! Every per-connection resource is bounded (see [`limits`]): in-flight requests (the connection
-//! stops reading when the bound is reached), queued writes, idle time. A peer that sends an
-//! oversized or undecodable frame loses its own connection and nothing else; a panicking
-//! processor costs one SYSTEM_ERROR response.
+//! stops reading when the bound is reached), queued write *bytes* (a server connection whose peer
+//! does not read its responses stops reading too), idle time. Refusals are counted in
+//! [`TransportStats`] and logged, rate-limited. A peer that sends an oversized or undecodable
+//! frame loses its own connection and nothing else; a panicking processor costs one SYSTEM_ERROR
+//! response.
 
 mod channel;
 mod client;
@@ -22,6 +26,7 @@ mod config;
 mod connection;
 mod error;
 pub mod limits;
+mod overload;
 mod processor;
 mod server;
 pub mod tls;
@@ -32,7 +37,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::{RemotingCodec, encode_frame};
 pub use config::{ClientConfig, ServerConfig};
 pub use error::{RemotingError, Result};
+pub use overload::{OverloadReason, TransportStats};
 pub use processor::{ChannelEventListener, RequestProcessor, RpcHook};
 pub use server::{RemotingServer, ServerHandle};
-pub use tls::{TlsConfig, TlsMode};
+pub use tls::{ClientTlsConfig, TlsConfig, TlsMode, TrustRoots};
 pub use tokio_util::sync::CancellationToken;

@@ -3,11 +3,13 @@
 //! A broker serves thousands of connections; each of them must cost bounded memory and tasks no
 //! matter how a peer behaves. A peer that floods requests is slowed by the in-flight bound (the
 //! connection simply stops reading), a peer that stops reading is cut off by the write-queue
-//! bound and its timeout, and a silent peer is closed by the idle timeout.
+//! bound (counted in bytes: a server connection whose unsent responses exceed the high-water mark
+//! stops reading until its writer drains), and a silent peer is closed by the idle timeout.
 
 use std::time::Duration;
 
-/// Close a connection that has sent nothing for this long (RocketMQ `channelMaxIdleTimeSeconds`).
+/// Close a connection that has sent nothing for this long (RocketMQ
+/// `serverChannelMaxIdleTimeSeconds`).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Requests of one connection processed at the same time. When reached, the connection stops
@@ -19,11 +21,28 @@ pub const DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION: usize = 4096;
 /// client's async semaphore has the same size.
 pub const DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION: usize = 65_535;
 
-/// Frames queued for one connection's writer before senders have to wait.
-pub const WRITE_QUEUE_CAPACITY: usize = 1024;
+/// Bytes queued for one connection's writer (encoded frames not yet handed to the socket) above
+/// which the connection is congested: a server connection stops taking new requests, requests
+/// already read wait before being processed, and server-to-client calls fail fast with
+/// `WriteBufferFull`. 4 MiB is the `writeBufferHighWaterMark` RocketMQ 4.9.3 introduced as its
+/// default (later releases set 0, leaving Netty's 64 KiB, which a single large pull response
+/// exceeds). Bounding bytes rather than frames is what matters: one pull response can be 32
+/// messages of up to 4 MiB each.
+pub const DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK: usize = 4 * 1024 * 1024;
 
-/// How long a sender waits for room in a full write queue before giving up with `SendFailed`.
-pub const WRITE_QUEUE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Smallest accepted high-water mark: below one typical pull response, the bound would stall a
+/// connection after every frame.
+pub const MIN_WRITE_BUFFER_HIGH_WATER_MARK: usize = 64 * 1024;
+
+/// Largest accepted high-water mark: the per-connection memory a peer that stops reading can pin.
+pub const MAX_WRITE_BUFFER_HIGH_WATER_MARK: usize = 1024 * 1024 * 1024;
+
+/// A congested connection or a refused request is logged at most once per this interval per
+/// endpoint (with the number of events since the last line), so a flood cannot flood the log.
+pub const OVERLOAD_LOG_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Largest accepted idle timeout (`serverChannelMaxIdleTimeSeconds`): a day.
+pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Most frames the writer takes off the queue for one batch.
 pub const WRITE_BATCH_MAX_FRAMES: usize = 256;

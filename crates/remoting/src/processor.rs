@@ -5,6 +5,11 @@
 //! e.g. NOTIFY_CONSUMER_IDS_CHANGED), so both sides answer requests with identical rules:
 //! unknown codes get REQUEST_CODE_NOT_SUPPORTED, a rejecting processor gets SYSTEM_BUSY, a
 //! panicking processor gets SYSTEM_ERROR — and the connection keeps serving in every case.
+//!
+//! A SYSTEM_BUSY refusal is counted and logged (rate-limited, see [`crate::overload`]). A oneway
+//! request is never refused: it cannot be answered, so refusing it would drop it silently. It was
+//! read off the connection, so it is processed; back-pressure for oneway floods comes from the
+//! connection's in-flight bound, which stops reading.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -21,6 +26,7 @@ use parking_lot::RwLock;
 
 use crate::channel::Channel;
 use crate::error::RemotingError;
+use crate::overload::{OverloadMonitor, OverloadReason, TransportStats};
 
 /// Handles the requests of one or more request codes.
 pub trait RequestProcessor: Send + Sync + 'static {
@@ -77,6 +83,7 @@ pub(crate) struct Dispatcher {
     default_processor: RwLock<Option<Arc<dyn RequestProcessor>>>,
     hooks: RwLock<Vec<Arc<dyn RpcHook>>>,
     listener: RwLock<Option<Arc<dyn ChannelEventListener>>>,
+    overload: Arc<OverloadMonitor>,
 }
 
 impl Dispatcher {
@@ -98,6 +105,15 @@ impl Dispatcher {
 
     pub(crate) fn listener(&self) -> Option<Arc<dyn ChannelEventListener>> {
         self.listener.read().clone()
+    }
+
+    /// The overload counters and log of this endpoint, shared with its connections.
+    pub(crate) fn overload(&self) -> &Arc<OverloadMonitor> {
+        &self.overload
+    }
+
+    pub(crate) fn stats(&self) -> Arc<TransportStats> {
+        self.overload.stats()
     }
 
     fn processor(&self, code: i32) -> Option<Arc<dyn RequestProcessor>> {
@@ -165,10 +181,17 @@ impl Dispatcher {
                 Some(format!("request type {code} not supported")),
             ));
         };
-        if processor.reject() {
+        if !request.is_oneway() && processor.reject() {
+            self.overload.report(
+                OverloadReason::ProcessorBusy,
+                remote,
+                &format!("request code {code}"),
+            );
             return Some(RemotingCommand::response(
                 ResponseCode::SystemBusy,
-                Some("system busy: flow control in effect, try again later".to_string()),
+                Some(format!(
+                    "[REJECTREQUEST]system busy, start flow control for a while (request code {code})"
+                )),
             ));
         }
         // Hooks see the request after processing; keep a copy only when someone will look at it

@@ -17,6 +17,7 @@ use crate::config::ServerConfig;
 use crate::connection::{ConnectionContext, ConnectionOptions, spawn_connection, spawn_stream};
 use crate::error::{RemotingError, Result};
 use crate::limits::{ACCEPT_ERROR_BACKOFF, WRITE_DRAIN_TIMEOUT};
+use crate::overload::TransportStats;
 use crate::processor::{ChannelEventListener, Dispatcher, RequestProcessor, RpcHook};
 use crate::tls::{
     ServerTls, TLS_HANDSHAKE_RECORD_TYPE, TLS_HANDSHAKE_TIMEOUT, TlsMode, load_server_tls,
@@ -65,6 +66,11 @@ impl RemotingServer {
         &self.config
     }
 
+    /// Overload counters of this server (SYSTEM_BUSY answers, refused calls, paused reads).
+    pub fn stats(&self) -> Arc<TransportStats> {
+        self.dispatcher.stats()
+    }
+
     /// Routes requests with `code` to `processor` (replacing any earlier one).
     pub fn register(&self, code: i32, processor: Arc<dyn RequestProcessor>) {
         self.dispatcher.register(code, processor);
@@ -88,11 +94,13 @@ impl RemotingServer {
     pub fn start(self) -> ServerHandle {
         let shutdown = CancellationToken::new();
         let local_addr = self.local_addr;
+        let stats = self.stats();
         let task = tokio::spawn(self.run(shutdown.clone()));
         ServerHandle {
             local_addr,
             shutdown,
             task,
+            stats,
         }
     }
 
@@ -104,6 +112,8 @@ impl RemotingServer {
                 idle_timeout: self.config.idle_timeout,
                 max_in_flight: self.config.max_in_flight_per_connection,
                 max_pending_invokes: self.config.max_pending_invokes_per_connection,
+                write_high_water: self.config.write_buffer_high_water_mark,
+                pause_reads_when_congested: true,
             },
             connections: TaskTracker::new(),
             requests: TaskTracker::new(),
@@ -228,11 +238,17 @@ pub struct ServerHandle {
     local_addr: SocketAddr,
     shutdown: CancellationToken,
     task: JoinHandle<()>,
+    stats: Arc<TransportStats>,
 }
 
 impl ServerHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Overload counters of this server (SYSTEM_BUSY answers, refused calls, paused reads).
+    pub fn stats(&self) -> Arc<TransportStats> {
+        Arc::clone(&self.stats)
     }
 
     /// Starts shutting down without waiting: the server stops accepting connections and reading

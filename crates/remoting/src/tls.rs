@@ -12,15 +12,20 @@
 //!
 //! Certificates and keys are PEM files (the first private key found is used). The crypto
 //! provider is *ring*, chosen explicitly so no process-wide default provider is needed.
+//!
+//! The client side ([`ClientTlsConfig`]) wraps every connection of a `RemotingClient` in TLS. It
+//! trusts the system roots or a PEM file; `insecure_skip_verify` mirrors RocketMQ's
+//! `tls.test.mode.enable` for brokers with self-signed certificates.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::TlsAcceptor;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::net::TcpStream;
 use tokio_rustls::rustls;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use crate::error::RemotingError;
 
@@ -82,6 +87,180 @@ impl TlsConfig {
     }
 }
 
+/// Where a TLS client finds the certificates it trusts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum TrustRoots {
+    /// The operating system's trust store (`rustls-native-certs`: the CA bundle OpenSSL would
+    /// use on Linux, the platform verifier's roots elsewhere).
+    #[default]
+    System,
+    /// Only the certificates in this PEM file (RocketMQ `tls.client.trustCertPath`), e.g. a
+    /// private CA or a self-signed broker certificate.
+    PemFile(PathBuf),
+}
+
+/// TLS settings of a [`crate::RemotingClient`]: every connection it makes speaks TLS (RocketMQ
+/// `tls.enable` / `useTLS`), name servers included.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClientTlsConfig {
+    /// Name the server certificate must carry (and the SNI sent). `None`: the host part of the
+    /// address dialed, an IP address or a DNS name.
+    pub server_name: Option<String>,
+    pub trust: TrustRoots,
+    /// Accept any server certificate without checking it, as RocketMQ's
+    /// `tls.test.mode.enable=true` does. Only for test brokers with throw-away self-signed
+    /// certificates: the connection is encrypted but not authenticated.
+    pub insecure_skip_verify: bool,
+}
+
+/// A client's loaded TLS state.
+#[derive(Clone)]
+pub(crate) struct ClientTls {
+    connector: TlsConnector,
+    server_name: Option<ServerName<'static>>,
+}
+
+impl ClientTls {
+    /// Runs the TLS handshake over `stream`, which was dialed at `addr` (`host:port`).
+    pub(crate) async fn connect(
+        &self,
+        addr: &str,
+        stream: TcpStream,
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+        let name = match &self.server_name {
+            Some(name) => name.clone(),
+            None => server_name_of(addr)?,
+        };
+        self.connector.connect(name, stream).await
+    }
+}
+
+/// The host part of `host:port` (`[v6]:port` included) as a TLS server name.
+fn server_name_of(addr: &str) -> std::io::Result<ServerName<'static>> {
+    let host = match addr.rsplit_once(':') {
+        Some((host, _port)) => host,
+        None => addr,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_owned()).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{host:?} is not a valid TLS server name: {e}"),
+        )
+    })
+}
+
+/// Builds the connector of `config`: trust roots loaded, or verification switched off.
+pub(crate) fn load_client_tls(config: &ClientTlsConfig) -> Result<ClientTls, RemotingError> {
+    let failed = |reason: String| RemotingError::Tls { reason };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| failed(e.to_string()))?;
+    let client_config = if config.insecure_skip_verify {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate { provider }))
+            .with_no_client_auth()
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        match &config.trust {
+            TrustRoots::System => {
+                let found = rustls_native_certs::load_native_certs();
+                for error in &found.errors {
+                    tracing::debug!(error = %error, "a system trust store entry could not be read");
+                }
+                let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+                if added == 0 {
+                    return Err(failed(
+                        "no usable certificate in the system trust store".to_owned(),
+                    ));
+                }
+            }
+            TrustRoots::PemFile(path) => {
+                let certs = CertificateDer::pem_file_iter(path)
+                    .map_err(|e| failed(format!("trust roots {}: {e}", path.display())))?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| failed(format!("trust roots {}: {e}", path.display())))?;
+                let (added, _ignored) = roots.add_parsable_certificates(certs);
+                if added == 0 {
+                    return Err(failed(format!(
+                        "trust roots {}: no usable CERTIFICATE block",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    let server_name = match &config.server_name {
+        Some(name) => Some(
+            ServerName::try_from(name.clone())
+                .map_err(|e| failed(format!("server name {name:?}: {e}")))?,
+        ),
+        None => None,
+    };
+    Ok(ClientTls {
+        connector: TlsConnector::from(Arc::new(client_config)),
+        server_name,
+    })
+}
+
+/// The verifier of `insecure_skip_verify`: any certificate chain and name are accepted, but the
+/// handshake signatures are still checked, so the session keys belong to whoever presented the
+/// certificate.
+#[derive(Debug)]
+struct AcceptAnyCertificate {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
 /// A server's loaded TLS state: the acceptor and the mode.
 #[derive(Clone)]
 pub(crate) struct ServerTls {
@@ -131,6 +310,41 @@ mod tests {
         }
         assert_eq!(TlsMode::parse(" Permissive "), Some(TlsMode::Permissive));
         assert_eq!(TlsMode::parse("on"), None);
+    }
+
+    #[test]
+    fn server_names_come_from_the_dialed_host() {
+        assert!(matches!(
+            server_name_of("127.0.0.1:10911"),
+            Ok(ServerName::IpAddress(_))
+        ));
+        assert!(matches!(
+            server_name_of("[::1]:10911"),
+            Ok(ServerName::IpAddress(_))
+        ));
+        assert!(matches!(
+            server_name_of("broker-a.example:10911"),
+            Ok(ServerName::DnsName(_))
+        ));
+        assert!(server_name_of("bad name!:1").is_err());
+    }
+
+    #[test]
+    fn client_trust_file_errors_are_reported() {
+        let missing = ClientTlsConfig {
+            trust: TrustRoots::PemFile("/nonexistent/ca.pem".into()),
+            ..ClientTlsConfig::default()
+        };
+        match load_client_tls(&missing) {
+            Err(RemotingError::Tls { reason }) => assert!(reason.contains("ca.pem"), "{reason}"),
+            Err(other) => panic!("unexpected error {other}"),
+            Ok(_) => panic!("a missing trust file must fail"),
+        }
+        let skip = ClientTlsConfig {
+            insecure_skip_verify: true,
+            ..missing
+        };
+        assert!(load_client_tls(&skip).is_ok());
     }
 
     #[test]

@@ -597,7 +597,10 @@ async fn processor_panic_answers_system_error_and_server_keeps_serving() {
     server.shutdown().await;
 }
 
-struct Busy;
+/// Always in flow control; counts the requests it processes anyway.
+struct Busy {
+    processed: Arc<AtomicUsize>,
+}
 
 impl RequestProcessor for Busy {
     fn process(
@@ -605,6 +608,7 @@ impl RequestProcessor for Busy {
         _: &Channel,
         _: RemotingCommand,
     ) -> BoxFuture<'static, Option<RemotingCommand>> {
+        self.processed.fetch_add(1, Ordering::SeqCst);
         async { Some(RemotingCommand::response(SUCCESS, None)) }.boxed()
     }
 
@@ -614,14 +618,46 @@ impl RequestProcessor for Busy {
 }
 
 #[tokio::test]
-async fn rejecting_processor_answers_system_busy() {
-    let (server, addr) = start_default(|s| s.register(HANG, Arc::new(Busy))).await;
-    let client = RemotingClient::new(ClientConfig::default());
-    let rsp = client
-        .invoke(&addr, RemotingCommand::request(HANG), RPC_TIMEOUT)
+async fn rejecting_processor_answers_system_busy_counts_it_and_never_drops_a_oneway() {
+    let processed = Arc::new(AtomicUsize::new(0));
+    let busy = Arc::new(Busy {
+        processed: Arc::clone(&processed),
+    });
+    let server = RemotingServer::bind(ServerConfig::new("127.0.0.1:0"))
         .await
         .unwrap();
-    assert_eq!(rsp.code, SYSTEM_BUSY);
+    server.register(HANG, busy);
+    let stats = server.stats();
+    let addr = server.local_addr().to_string();
+    let server = server.start();
+    let client = RemotingClient::new(ClientConfig::default());
+    for _ in 0..3 {
+        let rsp = client
+            .invoke(&addr, RemotingCommand::request(HANG), RPC_TIMEOUT)
+            .await
+            .unwrap();
+        assert_eq!(rsp.code, SYSTEM_BUSY);
+        assert!(
+            rsp.remark.as_deref().unwrap_or_default().contains("busy"),
+            "{:?}",
+            rsp.remark
+        );
+    }
+    assert_eq!(stats.system_busy_answers(), 3);
+    assert_eq!(server.stats().system_busy_answers(), 3);
+    assert_eq!(processed.load(Ordering::SeqCst), 0);
+    // A oneway cannot be told to retry, so it is processed rather than refused (and dropped).
+    client
+        .invoke_oneway(&addr, RemotingCommand::request(HANG))
+        .await
+        .unwrap();
+    guard("oneway processed despite flow control", async {
+        while processed.load(Ordering::SeqCst) < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(stats.system_busy_answers(), 3);
     client.shutdown().await;
     server.shutdown().await;
 }

@@ -10,8 +10,8 @@ use bytes::{Bytes, BytesMut};
 use comet_protocol::RemotingCommand;
 use comet_protocol::frame::{decode_frame, encode_to_bytes};
 use comet_remoting::{
-    Channel, ClientConfig, RemotingClient, RemotingServer, RequestProcessor, ServerConfig,
-    ServerHandle, TlsConfig, TlsMode,
+    Channel, ClientConfig, ClientTlsConfig, RemotingClient, RemotingError, RemotingServer,
+    RequestProcessor, ServerConfig, ServerHandle, TlsConfig, TlsMode, TrustRoots,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -230,4 +230,134 @@ async fn bad_key_file_fails_bind() {
         Err(e) => assert!(e.to_string().contains("TLS"), "{e}"),
         Ok(_) => panic!("a certificate given as the key must fail"),
     }
+}
+
+fn tls_client(tls: ClientTlsConfig) -> RemotingClient {
+    RemotingClient::try_new(ClientConfig {
+        tls: Some(tls),
+        ..ClientConfig::default()
+    })
+    .expect("client TLS setup")
+}
+
+#[tokio::test]
+async fn remoting_client_speaks_tls_to_an_enforcing_server() {
+    let cert = make_cert();
+    let (server, addr) = start(TlsMode::Enforcing, &cert).await;
+
+    // Trusting the server certificate from a PEM file; the name checked is the dialed IP.
+    let trusting = tls_client(ClientTlsConfig {
+        trust: TrustRoots::PemFile(cert.cert_path.clone()),
+        ..ClientTlsConfig::default()
+    });
+    for tag in ["a", "b"] {
+        let rsp = guard(
+            "TLS invoke",
+            trusting.invoke(&addr, echo_request(tag), RPC_TIMEOUT),
+        )
+        .await
+        .expect("TLS invoke");
+        assert_eq!(rsp.code, SUCCESS);
+        assert_eq!(rsp.ext("tag"), Some(tag));
+    }
+    // An explicit server name works too (the certificate names localhost).
+    let named = tls_client(ClientTlsConfig {
+        server_name: Some("localhost".to_owned()),
+        trust: TrustRoots::PemFile(cert.cert_path.clone()),
+        ..ClientTlsConfig::default()
+    });
+    let rsp = guard(
+        "named TLS invoke",
+        named.invoke(&addr, echo_request("named"), RPC_TIMEOUT),
+    )
+    .await
+    .expect("named TLS invoke");
+    assert_eq!(rsp.ext("tag"), Some("named"));
+
+    // Test mode: any certificate is accepted.
+    let insecure = tls_client(ClientTlsConfig {
+        insecure_skip_verify: true,
+        ..ClientTlsConfig::default()
+    });
+    let rsp = guard(
+        "insecure TLS invoke",
+        insecure.invoke(&addr, echo_request("insecure"), RPC_TIMEOUT),
+    )
+    .await
+    .expect("insecure TLS invoke");
+    assert_eq!(rsp.ext("tag"), Some("insecure"));
+
+    // Trusting another root, or asking for a name the certificate lacks, fails the connect.
+    let other = make_cert();
+    let wrong_root = tls_client(ClientTlsConfig {
+        trust: TrustRoots::PemFile(other.cert_path.clone()),
+        ..ClientTlsConfig::default()
+    });
+    let failed = guard(
+        "wrong root",
+        wrong_root.invoke(&addr, echo_request("x"), RPC_TIMEOUT),
+    )
+    .await;
+    assert!(
+        matches!(failed, Err(RemotingError::ConnectFailed { .. })),
+        "{failed:?}"
+    );
+    let wrong_name = tls_client(ClientTlsConfig {
+        server_name: Some("broker.example".to_owned()),
+        trust: TrustRoots::PemFile(cert.cert_path.clone()),
+        ..ClientTlsConfig::default()
+    });
+    let failed = guard(
+        "wrong name",
+        wrong_name.invoke(&addr, echo_request("x"), RPC_TIMEOUT),
+    )
+    .await;
+    assert!(
+        matches!(failed, Err(RemotingError::ConnectFailed { .. })),
+        "{failed:?}"
+    );
+
+    // A TLS client against a plaintext-only server fails instead of hanging.
+    let plain_server = RemotingServer::bind(ServerConfig::new("127.0.0.1:0"))
+        .await
+        .expect("bind");
+    plain_server.register(ECHO, Arc::new(Echo));
+    let plain_addr = plain_server.local_addr().to_string();
+    let plain_server = plain_server.start();
+    let failed = guard(
+        "TLS to plaintext",
+        insecure.invoke(&plain_addr, echo_request("x"), RPC_TIMEOUT),
+    )
+    .await;
+    assert!(failed.is_err(), "{failed:?}");
+
+    for client in [trusting, named, insecure, wrong_root, wrong_name] {
+        client.shutdown().await;
+    }
+    plain_server.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn unreadable_trust_file_fails_client_creation() {
+    let config = ClientConfig {
+        tls: Some(ClientTlsConfig {
+            trust: TrustRoots::PemFile("/nonexistent/ca.pem".into()),
+            ..ClientTlsConfig::default()
+        }),
+        ..ClientConfig::default()
+    };
+    assert!(matches!(
+        RemotingClient::try_new(config.clone()),
+        Err(RemotingError::Tls { .. })
+    ));
+    // The infallible constructor reports the same error on every call.
+    let client = RemotingClient::new(config);
+    let failed = client
+        .invoke("127.0.0.1:1", echo_request("x"), RPC_TIMEOUT)
+        .await;
+    assert!(
+        matches!(failed, Err(RemotingError::Tls { .. })),
+        "{failed:?}"
+    );
 }

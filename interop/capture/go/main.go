@@ -4,12 +4,13 @@
 // with V1 header keys) with tags/keys/user property, a batch of 3 (code 320), a compressed 8 KiB
 // body, and a push consumer that pulls, consumes and commits its offset on shutdown.
 //
-// Usage: capture <namesrv host:port> <topic> <broker name>. Every send goes to queue 0. Exits
-// non-zero if a step fails.
+// Usage: capture [-tx] <namesrv host:port> <topic> <broker name>. Every send goes to queue 0. With
+// -tx it drives the transaction producer instead (tx.go). Exits non-zero if a step fails.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -30,11 +31,17 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: capture <namesrv> <topic> <brokerName>")
+	tx := flag.Bool("tx", false, "capture the transaction commands (half sends, END_TRANSACTION, check)")
+	flag.Parse()
+	if flag.NArg() != 3 {
+		fmt.Fprintln(os.Stderr, "usage: capture [-tx] <namesrv> <topic> <brokerName>")
 		os.Exit(2)
 	}
-	if err := run(os.Args[1], os.Args[2], os.Args[3]); err != nil {
+	steps := run
+	if *tx {
+		steps = runTx
+	}
+	if err := steps(flag.Arg(0), flag.Arg(1), flag.Arg(2)); err != nil {
 		fmt.Fprintln(os.Stderr, "capture failed:", err)
 		os.Exit(1)
 	}

@@ -19,9 +19,14 @@ use comet_client::consumer::push::{DefaultMQPushConsumer, PushConsumerConfig};
 use comet_client::consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, MessageModel, orderly_fn,
 };
+use comet_client::producer::ProducerConfig;
 use comet_client::producer::selector::SelectMessageQueueByHash;
-use comet_client::{Message, MessageExt, MessageQueue, PullStatus, SendResult, SendStatus};
+use comet_client::{
+    LocalTransactionState, Message, MessageExt, MessageQueue, PullStatus, SendResult, SendStatus,
+    TransactionListener, TransactionProducer,
+};
 use comet_protocol::headers::QueryConsumerOffsetRequestHeader;
+use comet_protocol::message::sysflag;
 use tokio::sync::mpsc;
 
 use crate::ensure;
@@ -175,6 +180,12 @@ pub const ALL: &[Scenario] = &[
         "admin: reset offset by time redelivers to a running consumer",
         SLOW,
         admin_reset_offset_by_time
+    ),
+    scenario!(
+        "transactions",
+        "transactional send: commit delivered, rollback never, unknown resolved by the broker's check",
+        SLOW,
+        transactions
     ),
 ];
 
@@ -1562,5 +1573,126 @@ async fn admin_reset_offset_by_time(ctx: Ctx) -> Outcome {
     .await;
     admin.shutdown().await;
     shutdown_all(&[consumer]).await;
+    outcome
+}
+
+/// Decides each local transaction by the message's tag and answers checks the same way
+/// (`unknown` is committed when checked).
+#[derive(Default)]
+struct TagTransactions {
+    checked: std::sync::Mutex<Vec<String>>,
+}
+
+impl TransactionListener for TagTransactions {
+    fn execute_local_transaction(
+        &self,
+        msg: &Message,
+        _arg: &(dyn std::any::Any + Send + Sync),
+    ) -> LocalTransactionState {
+        match msg.tags() {
+            Some("commit") => LocalTransactionState::CommitMessage,
+            Some("rollback") => LocalTransactionState::RollbackMessage,
+            _ => LocalTransactionState::Unknown,
+        }
+    }
+
+    fn check_local_transaction(&self, msg: &MessageExt) -> LocalTransactionState {
+        if let Ok(mut checked) = self.checked.lock() {
+            checked.push(msg.uniq_key().unwrap_or_default().to_owned());
+        }
+        match msg.tags() {
+            Some("rollback") => LocalTransactionState::RollbackMessage,
+            _ => LocalTransactionState::CommitMessage,
+        }
+    }
+}
+
+/// How long the unknown transaction may take to be checked: Apache checks halves older than
+/// `transactionTimeOut` (6 s) every `transactionCheckInterval` (run.sh sets 5 s).
+const TRANSACTION_CHECK_DEADLINE: Duration = Duration::from_secs(90);
+
+async fn transactions(ctx: Ctx) -> Outcome {
+    let topic = ctx.topic("Transactions");
+    ctx.create_topic(&topic, QUEUES).await?;
+    let mut config = ProducerConfig::new(ctx.group("tx"), ctx.namesrv.clone());
+    config.client = ctx.client("tx");
+    let listener = Arc::new(TagTransactions::default());
+    let producer = TransactionProducer::new(config, Arc::clone(&listener) as _);
+    producer.start().await.step("transaction producer start")?;
+    let outcome = async {
+        let mut sent = Vec::new();
+        for (body, tag, state) in [
+            ("tx-commit", "commit", LocalTransactionState::CommitMessage),
+            (
+                "tx-rollback",
+                "rollback",
+                LocalTransactionState::RollbackMessage,
+            ),
+            ("tx-unknown", "unknown", LocalTransactionState::Unknown),
+        ] {
+            let msg = Message::new(topic.clone(), body.to_owned()).with_tags(tag);
+            let result = producer
+                .send_message_in_transaction(msg, &())
+                .await
+                .step("send in transaction")?;
+            expect_ok(&result.send_result)?;
+            ensure!(
+                result.local_transaction_state == state,
+                "{body}: local state {:?}, expected {state:?}",
+                result.local_transaction_state
+            );
+            sent.push(result.send_result.msg_id);
+        }
+        let begin = Instant::now();
+        let found = loop {
+            let found = ctx.read_topic(&topic, 2).await?;
+            let bodies: HashSet<String> = found.iter().map(body_text).collect();
+            ensure!(
+                !bodies.contains("tx-rollback"),
+                "the rolled-back message is visible"
+            );
+            if bodies.contains("tx-commit") && bodies.contains("tx-unknown") {
+                break found;
+            }
+            ensure!(
+                begin.elapsed() < TRANSACTION_CHECK_DEADLINE,
+                "after {:?} the topic holds {bodies:?}; checks answered: {:?}",
+                begin.elapsed(),
+                listener
+                    .checked
+                    .lock()
+                    .map(|c| c.clone())
+                    .unwrap_or_default()
+            );
+        };
+        ensure!(
+            found.len() == 2,
+            "{} messages visible, expected the 2 committed",
+            found.len()
+        );
+        // Apache keeps TRAN_MSG (and REAL_TOPIC/REAL_QID) in the committed record: it clears them
+        // after serializing the properties. The transaction type says "committed" either way.
+        for msg in &found {
+            ensure!(
+                sysflag::transaction_type(msg.sys_flag) == sysflag::TRANSACTION_COMMIT_TYPE,
+                "{}: sysflag {:#x} is not a COMMIT",
+                body_text(msg),
+                msg.sys_flag
+            );
+        }
+        let checked = listener
+            .checked
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default();
+        ensure!(
+            checked.contains(&sent[2]),
+            "the unknown transaction {} was never checked (checks: {checked:?})",
+            sent[2]
+        );
+        Ok(())
+    }
+    .await;
+    producer.shutdown().await;
     outcome
 }

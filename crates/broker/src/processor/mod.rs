@@ -12,6 +12,7 @@ pub mod send;
 pub mod client_manage;
 pub mod consume;
 pub mod consumer_manage;
+pub mod end_transaction;
 pub mod lock;
 pub mod offset;
 pub mod pull;

@@ -6,6 +6,9 @@
 //! system topics, topic lookup with auto-creation from the `defaultTopic` template, queue id,
 //! topic write permission, then retry-topic rules (a `%RETRY%group` message that exhausted its
 //! reconsume budget goes to `%DLQ%group`), then message size and properties size.
+//! A single send marked transactional (TRAN_MSG=true or the PREPARED sysflag) is stored as a half
+//! message (see [`crate::transaction`]) after the same checks on its real topic; a transactional
+//! batch is refused, as RocketMQ does.
 //!
 //! The response is written only after the store acknowledged the message — under SYNC_FLUSH that
 //! is after the msync — so "SEND_OK" always means "durable as configured". A oneway send is
@@ -38,6 +41,7 @@ use crate::topic_config::{
     DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, dlq_topic,
     is_not_allowed_send_topic, validate_topic_name,
 };
+use crate::transaction;
 
 /// Request version from which the header's `maxReconsumeTimes` overrides the group's
 /// `retryMaxTimes` (`MQVersion.V3_4_9`).
@@ -325,17 +329,11 @@ async fn send_single(
         .map(Properties::parse)
         .unwrap_or_default();
     properties.remove_transient();
-    if properties.get(keys::TRANSACTION_PREPARED) == Some("true")
-        || sysflag::transaction_type(header.sys_flag) == sysflag::TRANSACTION_PREPARED_TYPE
-    {
-        return error_response(
-            ResponseCode::NoPermission,
-            format!(
-                "the broker[{}] sending transaction message is forbidden: Comet does not run the transaction service",
-                ctx.config.broker_name
-            ),
-        );
-    }
+    let half = transaction::half::is_half_send(
+        &properties,
+        header.sys_flag,
+        header.reconsume_times.unwrap_or(0),
+    );
     let mut msg = MessageExt::new(header.topic.clone(), body);
     msg.queue_id = queue_id;
     msg.flag = header.flag;
@@ -347,7 +345,7 @@ async fn send_single(
     if properties.get(keys::UNIQ_KEY).is_none_or(str::is_empty) {
         properties.insert(keys::UNIQ_KEY, uniq_ids.next_id());
     }
-    properties.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
+    properties.extend(broker_properties(ctx));
     msg.properties = properties;
     let response_queue_id = msg.queue_id;
 
@@ -355,7 +353,14 @@ async fn send_single(
         return *rsp;
     }
     let uniq_key = msg.uniq_key().map(str::to_owned);
-    let result = put_message(ctx, msg).await;
+    let result = if half {
+        // The half waits in RMQ_SYS_TRANS_HALF_TOPIC for END_TRANSACTION (no delay rewrite:
+        // a delay applies to the committed message).
+        transaction::half::into_half(&mut msg);
+        ctx.store.put_message(msg).await
+    } else {
+        put_message(ctx, msg).await
+    };
     send_response(ctx, result, response_queue_id, uniq_key)
 }
 
@@ -421,6 +426,17 @@ async fn send_batch(
             format!("batch request does not support retry group {topic}"),
         );
     }
+    let batch_properties = header
+        .properties
+        .as_deref()
+        .map(Properties::parse)
+        .unwrap_or_default();
+    if transaction::half::is_half_send(&batch_properties, header.sys_flag, 0) {
+        return error_response(
+            ResponseCode::MessageIllegal,
+            "batch message does not support transaction: send transactional messages one by one",
+        );
+    }
     let body = body_of(request);
     if let Err(rsp) = check_sizes(ctx, body.len(), header.properties.as_deref()) {
         return *rsp;
@@ -434,19 +450,49 @@ async fn send_batch(
     if batch.messages.is_empty() {
         return error_response(ResponseCode::MessageIllegal, "bad batch body: no message");
     }
+    let appended = batch_member_properties(ctx, &batch_properties);
     for entry in &mut batch.messages {
         entry.properties.remove_transient();
+        entry.properties.extend(appended.iter().cloned());
     }
     batch.sys_flag = stored_sys_flag(header.sys_flag, &topic_config, peer, ctx.store_host);
     batch.born_timestamp = header.born_timestamp;
     batch.reconsume_times = header.reconsume_times.unwrap_or(0);
-    let batch_uniq_key = header
-        .properties
-        .as_deref()
-        .map(Properties::parse)
-        .and_then(|p| p.get(keys::UNIQ_KEY).map(str::to_owned));
+    let batch_uniq_key = batch_properties.get(keys::UNIQ_KEY).map(str::to_owned);
     let result = ctx.store.put_messages(batch).await;
     send_response(ctx, result, queue_id, batch_uniq_key)
+}
+
+/// What the broker adds to the properties of every message it accepts from a producer, in this
+/// order after the producer's own: MSG_REGION (`regionId`), CLUSTER (`brokerClusterName`) and
+/// TRACE_ON (`traceOn`) — the values the send response announces. Apache RocketMQ 5.3.3 stores
+/// the same three on every message (see the pull responses in
+/// `crates/protocol/tests/fixtures/java-5.3.3-json`). Re-puts of stored messages (send-back,
+/// DLQ, delay delivery, commit) copy them with the rest of the properties, and setting a key
+/// replaces it in place, so a message never carries two.
+pub fn broker_properties(ctx: &BrokerContext) -> [(&'static str, String); 3] {
+    [
+        (keys::MSG_REGION, ctx.config.region_id.clone()),
+        (keys::CLUSTER, ctx.config.broker_cluster_name.clone()),
+        (keys::TRACE_SWITCH, ctx.config.trace_on.to_string()),
+    ]
+}
+
+/// What every member of a batch gets appended: MSG_REGION, CLUSTER, the batch-level WAIT (when
+/// the producer sent one) and TRACE_ON. Apache appends its whole batch-level properties string to
+/// each member; Comet leaves out the batch-level UNIQ_KEY, so every member keeps the id its
+/// producer gave it (and that the producer reports in its SendResult).
+pub fn batch_member_properties(
+    ctx: &BrokerContext,
+    batch_properties: &Properties,
+) -> Vec<(&'static str, String)> {
+    let [region, cluster, trace] = broker_properties(ctx);
+    let mut appended = vec![region, cluster];
+    if let Some(wait) = batch_properties.get(keys::WAIT_STORE_MSG_OK) {
+        appended.push((keys::WAIT_STORE_MSG_OK, wait.to_owned()));
+    }
+    appended.push(trace);
+    appended
 }
 
 /// Stores a message, rewriting it for the delay queue first when it carries `DELAY ≥ 1`.

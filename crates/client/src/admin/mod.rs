@@ -63,10 +63,7 @@ impl MQAdmin {
         if namesrv.is_empty() {
             return Err(ClientError::NoNameServer);
         }
-        let remoting = RemotingClient::new(comet_remoting::ClientConfig {
-            serialize_type: config.serialize_type,
-            ..comet_remoting::ClientConfig::default()
-        });
+        let remoting = RemotingClient::new(config.remoting_config());
         if let Some(credentials) = &config.credentials {
             remoting.add_rpc_hook(Arc::new(AclClientRpcHook::new(credentials.clone())));
         }

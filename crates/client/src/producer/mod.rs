@@ -15,11 +15,14 @@
 //!    could not be reached or answered a code that another broker may not (at most
 //!    1 + `retry_times_when_send_failed` attempts, all within `send_msg_timeout`).
 //!
+//! Transactional sends live in [`transaction`] ([`TransactionProducer`]), built on this producer.
+//!
 //! Sends to a given queue and through a [`MessageQueueSelector`] make one attempt: the caller
 //! chose the queue, so moving the message elsewhere would break the ordering it asked for.
 
 pub mod fault;
 pub mod selector;
+pub mod transaction;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,7 +33,8 @@ use bytes::{Bytes, BytesMut};
 use comet_protocol::body::{MessageQueue, TopicRouteData};
 use comet_protocol::code::ResponseCode;
 use comet_protocol::headers::{
-    AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, SendMessageRequestHeader,
+    AUTO_CREATE_TOPIC_KEY_TOPIC, CheckTransactionStateRequestHeader, DEFAULT_TOPIC_QUEUE_NUMS,
+    SendMessageRequestHeader,
 };
 use comet_protocol::limits::{MAX_GROUP_LEN, MAX_MESSAGE_SIZE, MAX_TOPIC_LEN};
 use comet_protocol::message::batch::{BatchEntry, encode_batch};
@@ -52,6 +56,9 @@ use crate::route::TopicPublishInfo;
 pub use fault::LatencyFaultTolerance;
 pub use selector::{
     JavaHash, MessageQueueSelector, SelectMessageQueueByHash, SelectMessageQueueByRandom,
+};
+pub use transaction::{
+    LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
 };
 
 /// `sendMsgTimeout`: the whole send, retries included.
@@ -152,7 +159,17 @@ struct ProducerInner {
     publish_info: RwLock<HashMap<String, Arc<TopicPublishInfo>>>,
     fault: LatencyFaultTolerance,
     uniq: UniqIdGenerator,
+    /// Set by a [`transaction::TransactionProducer`]: runs broker checks of this group.
+    transaction_check: std::sync::OnceLock<TransactionCheck>,
 }
+
+/// What a transaction producer does with a CHECK_TRANSACTION_STATE (broker address, half
+/// message, header).
+pub(crate) type TransactionCheck = Arc<
+    dyn Fn(&str, comet_protocol::message::MessageExt, CheckTransactionStateRequestHeader)
+        + Send
+        + Sync,
+>;
 
 impl DefaultMQProducer {
     /// A producer (not started). Like the Java producer, a default instance name becomes the
@@ -168,6 +185,7 @@ impl DefaultMQProducer {
                 publish_info: RwLock::new(HashMap::new()),
                 fault: LatencyFaultTolerance::default(),
                 uniq,
+                transaction_check: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -183,6 +201,13 @@ impl DefaultMQProducer {
     /// The client instance, once started.
     pub fn client_instance(&self) -> Option<Arc<MQClientInstance>> {
         self.inner.instance.read().clone()
+    }
+
+    /// Makes this producer answer transaction checks (once; used by the transaction producer).
+    pub(crate) fn set_transaction_check(&self, check: TransactionCheck) {
+        if self.inner.transaction_check.set(check).is_err() {
+            tracing::warn!(group = %self.inner.config.producer_group, "transaction check handler already set");
+        }
     }
 
     /// The latency fault tolerance table (consulted only with `send_latency_fault_enable`).
@@ -733,6 +758,20 @@ impl MQProducerInner for ProducerInner {
             .read()
             .get(topic)
             .is_some_and(|info| !info.ok())
+    }
+
+    fn check_transaction_state(
+        &self,
+        broker_addr: &str,
+        msg: comet_protocol::message::MessageExt,
+        header: CheckTransactionStateRequestHeader,
+    ) {
+        match self.transaction_check.get() {
+            Some(check) => check(broker_addr, msg, header),
+            None => tracing::warn!(broker = broker_addr, msg_id = ?header.msg_id,
+                group = %self.config.producer_group,
+                "CHECK_TRANSACTION_STATE for a producer that is not a transaction producer; ignored"),
+        }
     }
 }
 

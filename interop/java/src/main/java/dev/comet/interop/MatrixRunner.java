@@ -21,6 +21,9 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
+
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
@@ -32,15 +35,22 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
@@ -81,6 +91,16 @@ public final class MatrixRunner {
     private static final String RETRY_PREFIX = "%RETRY%";
     /** Read and write permission of a topic (PermName.PERM_READ | PermName.PERM_WRITE). */
     private static final int PERM_READ_WRITE = 6;
+    /** ResponseCode.NO_PERMISSION: what an ACL broker answers a refused request with. */
+    private static final int NO_PERMISSION = 16;
+    /**
+     * Accounts of the ACL broker, "accessKey:secretKey", set by matrix.sh for the acl-* rows: an
+     * ordinary account (topicPerms name the acl rows' topics) and an admin one (creates topics).
+     */
+    private static final String ACL_USER_ENV = "MATRIX_ACL_USER";
+    private static final String ACL_ADMIN_ENV = "MATRIX_ACL_ADMIN";
+    /** Scenarios that run against the ACL broker start with this. */
+    private static final String ACL_SCENARIO_PREFIX = "acl-";
 
     private static final long STARTED_NANOS = System.nanoTime();
 
@@ -91,6 +111,10 @@ public final class MatrixRunner {
     private final String group;
     private final List<Runnable> shutdowns = new ArrayList<>();
     private final AtomicInteger instances = new AtomicInteger();
+    /** Signs the scenario's producers and consumers (acl-* scenarios only, else null). */
+    private final RPCHook userHook;
+    /** Signs the admin tool (acl-* scenarios only, else null). */
+    private final RPCHook adminHook;
     private int checks;
     /** Last answer of examineConsumeStats, quoted when a lag condition times out. */
     private volatile String lastStatsError = "";
@@ -102,6 +126,22 @@ public final class MatrixRunner {
         String tag = scenario.replace('-', '_');
         this.topic = "MxT_" + tag + "_" + suffix;
         this.group = "MxG_" + tag + "_" + suffix;
+        boolean acl = scenario.startsWith(ACL_SCENARIO_PREFIX);
+        this.userHook = acl ? aclHook(ACL_USER_ENV, "") : null;
+        this.adminHook = acl ? aclHook(ACL_ADMIN_ENV, "") : null;
+    }
+
+    /**
+     * An AclClientRPCHook for the account in environment variable {@code env} ({@code spoil} is
+     * appended to its secret), or null when the variable does not hold accessKey:secretKey.
+     */
+    private static RPCHook aclHook(String env, String spoil) {
+        String account = System.getenv(env);
+        int colon = account == null ? -1 : account.indexOf(':');
+        if (colon <= 0) {
+            return null;
+        }
+        return new AclClientRPCHook(new SessionCredentials(account.substring(0, colon), account.substring(colon + 1) + spoil));
     }
 
     public static void main(String[] args) {
@@ -136,6 +176,10 @@ public final class MatrixRunner {
     }
 
     private void run() throws Exception {
+        if (scenario.startsWith(ACL_SCENARIO_PREFIX)) {
+            check(userHook != null && adminHook != null,
+                ACL_USER_ENV + " and " + ACL_ADMIN_ENV + " hold accessKey:secretKey for the ACL scenarios");
+        }
         switch (scenario) {
             case "send-sync" -> sendSync();
             case "send-async" -> sendAsync();
@@ -158,6 +202,10 @@ public final class MatrixRunner {
             case "admin-consumer-progress" -> adminConsumerProgress();
             case "admin-query-message" -> adminQueryMessage();
             case "admin-reset-offset" -> adminResetOffset();
+            case "transactions" -> transactions();
+            case "acl-send-consume" -> aclSendConsume();
+            case "acl-denied" -> aclDenied();
+            case "tls-send-consume" -> tlsSendConsume();
             default -> throw new CheckFailed("unknown scenario " + scenario);
         }
     }
@@ -673,6 +721,147 @@ public final class MatrixRunner {
         check(end.getPullStatus() == PullStatus.NO_NEW_MSG, "pull at the end answers NO_NEW_MSG, got " + end.getPullStatus());
     }
 
+    // ---------------------------------------------------------------- scenarios: transactions
+
+    /**
+     * One half message committed by the local transaction, one rolled back, one left UNKNOWN and
+     * committed when the broker checks back: the consumer must get exactly the two committed ones,
+     * the broker must ask about the UNKNOWN one only, and the rolled-back one must never reach the
+     * topic's queues (their max offsets add up to 2).
+     */
+    private void transactions() throws Exception {
+        createTopic(topic);
+        Collector c = collector();
+        pushConsumer(group, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, "*", c, null);
+        Map<String, LocalTransactionState> firstAnswer = Map.of(
+            "txn-commit", LocalTransactionState.COMMIT_MESSAGE,
+            "txn-rollback", LocalTransactionState.ROLLBACK_MESSAGE,
+            "txn-unknown", LocalTransactionState.UNKNOW);
+        ConcurrentLinkedQueue<String> checkedIds = new ConcurrentLinkedQueue<>();
+        ConcurrentLinkedQueue<String> checkedBodies = new ConcurrentLinkedQueue<>();
+        TransactionMQProducer producer = new TransactionMQProducer("MxP_" + scenario.replace('-', '_') + "_" + suffix);
+        configureClient(producer);
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
+        producer.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                return firstAnswer.getOrDefault(new String(msg.getBody(), StandardCharsets.UTF_8),
+                    LocalTransactionState.ROLLBACK_MESSAGE);
+            }
+
+            /** The local transactions' final outcome: the UNKNOWN one has committed by now. */
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                checkedIds.add(String.valueOf(msg.getProperty("UNIQ_KEY")));
+                checkedBodies.add(body(msg));
+                return "txn-rollback".equals(body(msg)) ? LocalTransactionState.ROLLBACK_MESSAGE
+                    : LocalTransactionState.COMMIT_MESSAGE;
+            }
+        });
+        producer.start();
+        shutdowns.add(producer::shutdown);
+        Map<String, String> idOf = new HashMap<>();
+        for (String b : List.of("txn-commit", "txn-rollback", "txn-unknown")) {
+            TransactionSendResult r = producer.sendMessageInTransaction(
+                new Message(topic, "TagTxn", b.getBytes(StandardCharsets.UTF_8)), null);
+            check(r.getSendStatus() == SendStatus.SEND_OK, b + ": half message stored, got " + r.getSendStatus());
+            check(r.getLocalTransactionState() == firstAnswer.get(b),
+                b + ": local transaction state " + firstAnswer.get(b) + ", got " + r.getLocalTransactionState());
+            check(notEmpty(r.getMsgId()), b + ": send result has a msgId");
+            idOf.put(b, r.getMsgId());
+        }
+        c.awaitUnique(2, "the committed and the checked-then-committed messages delivered");
+        check(c.bodies().equals(Set.of("txn-commit", "txn-unknown")),
+            "exactly the committed messages delivered, got " + c.bodies());
+        for (MessageExt m : c.messages()) {
+            check(topic.equals(m.getTopic()), "delivered on the real topic, got " + m.getTopic());
+            check(Objects.equals(idOf.get(body(m)), m.getProperty("UNIQ_KEY")),
+                body(m) + " delivered with the msgId of its half message");
+        }
+        check(checkedIds.contains(idOf.get("txn-unknown")),
+            "the broker asked the producer about the UNKNOWN transaction, asked about " + checkedBodies);
+        check(checkedBodies.stream().allMatch("txn-unknown"::equals),
+            "only the UNKNOWN transaction was checked, asked about " + checkedBodies);
+        DefaultMQPullConsumer puller = pullConsumer("MxPull_" + suffix);
+        long total = 0;
+        for (MessageQueue mq : puller.fetchSubscribeMessageQueues(topic)) {
+            total += puller.maxOffset(mq);
+        }
+        check(total == 2, "the topic's queues hold the 2 committed messages only, max offsets add up to " + total);
+    }
+
+    // ---------------------------------------------------------------- scenarios: ACL and TLS
+
+    /** Signed sends and a signed consumer on a topic and group the ordinary account is granted. */
+    private void aclSendConsume() throws Exception {
+        createTopic(topic);
+        DefaultMQProducer producer = producer();
+        Set<String> sent = sendNumbered(producer, "acl-", 8);
+        Collector c = collector();
+        pushConsumer(group, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, "*", c, null);
+        c.awaitUnique(sent.size(), "signed consumer received the signed sends");
+        check(c.bodies().equals(sent), "delivered exactly what was sent");
+        check(c.total() == sent.size(), "every message delivered once, deliveries " + c.total());
+    }
+
+    /**
+     * A granted send first (the account works), then two refusals: a topic outside the account's
+     * topicPerms, and a producer signing with a wrong secret key.
+     */
+    private void aclDenied() throws Exception {
+        String forbidden = "MxT_acl_forbidden_" + suffix;
+        createTopic(topic);
+        createTopic(forbidden);
+        DefaultMQProducer producer = producer();
+        sendOk(producer, new Message(topic, "granted".getBytes(StandardCharsets.UTF_8)));
+        expectDenied(() -> producer.send(new Message(forbidden, "forbidden".getBytes(StandardCharsets.UTF_8))),
+            forbidden, "send to " + forbidden + " (not in topicPerms)");
+        DefaultMQProducer wrongSecret = producer(aclHook(ACL_USER_ENV, "-wrong"), "MxP_acl_wrong_" + suffix);
+        expectDenied(() -> wrongSecret.send(new Message(topic, "wrong-secret".getBytes(StandardCharsets.UTF_8))),
+            "signature", "send signed with a wrong secret key");
+    }
+
+    private interface Send {
+        SendResult call() throws Exception;
+    }
+
+    /** The send must fail with NO_PERMISSION and an error text that mentions {@code mention}. */
+    private void expectDenied(Send send, String mention, String what) {
+        SendResult accepted;
+        try {
+            accepted = send.call();
+        } catch (Exception e) {
+            int code = 0;
+            StringBuilder text = new StringBuilder();
+            for (Throwable t = e; t != null; t = t.getCause()) {
+                if (code == 0 && t instanceof MQBrokerException b) {
+                    code = b.getResponseCode();
+                } else if (code == 0 && t instanceof MQClientException ce) {
+                    code = ce.getResponseCode();
+                }
+                text.append(oneLine(t)).append(" / ");
+            }
+            check(code == NO_PERMISSION, what + " fails with NO_PERMISSION (16), got code " + code + ": " + text);
+            check(text.toString().toLowerCase().contains(mention.toLowerCase()),
+                what + ": the error names " + mention + ", got: " + text);
+            return;
+        }
+        check(false, what + " was accepted: " + accepted);
+    }
+
+    /** send-sync and a push consumer over a TLS connection (run with -Dtls.enable=true). */
+    private void tlsSendConsume() throws Exception {
+        createTopic(topic);
+        DefaultMQProducer producer = producer();
+        check(producer.isUseTLS(), "the client runs with TLS (-Dtls.enable=true)");
+        Set<String> sent = sendNumbered(producer, "tls-", 8);
+        Collector c = collector();
+        DefaultMQPushConsumer consumer = pushConsumer(group, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, "*", c, null);
+        check(consumer.isUseTLS(), "the consumer runs with TLS");
+        c.awaitUnique(sent.size(), "messages delivered over TLS");
+        check(c.bodies().equals(sent), "delivered exactly what was sent");
+    }
+
     // ---------------------------------------------------------------- scenarios: admin
 
     private void adminTopic() throws Exception {
@@ -856,7 +1045,11 @@ public final class MatrixRunner {
     }
 
     private DefaultMQProducer producer() throws Exception {
-        DefaultMQProducer p = new DefaultMQProducer("MxP_" + scenario.replace('-', '_') + "_" + suffix);
+        return producer(userHook, "MxP_" + scenario.replace('-', '_') + "_" + suffix);
+    }
+
+    private DefaultMQProducer producer(RPCHook hook, String producerGroup) throws Exception {
+        DefaultMQProducer p = hook == null ? new DefaultMQProducer(producerGroup) : new DefaultMQProducer(producerGroup, hook);
         configureClient(p);
         p.setSendMsgTimeout(SEND_TIMEOUT_MS);
         p.start();
@@ -865,7 +1058,8 @@ public final class MatrixRunner {
     }
 
     private DefaultMQAdminExt admin() throws Exception {
-        DefaultMQAdminExt a = new DefaultMQAdminExt(SEND_TIMEOUT_MS);
+        DefaultMQAdminExt a = adminHook == null ? new DefaultMQAdminExt(SEND_TIMEOUT_MS)
+            : new DefaultMQAdminExt(adminHook, SEND_TIMEOUT_MS);
         configureClient(a);
         a.setAdminExtGroup("MxA_" + suffix + "_" + instances.incrementAndGet());
         a.start();
@@ -874,7 +1068,7 @@ public final class MatrixRunner {
     }
 
     private DefaultMQPullConsumer pullConsumer(String group) throws Exception {
-        DefaultMQPullConsumer c = new DefaultMQPullConsumer(group);
+        DefaultMQPullConsumer c = userHook == null ? new DefaultMQPullConsumer(group) : new DefaultMQPullConsumer(group, userHook);
         configureClient(c);
         c.start();
         shutdowns.add(c::shutdown);
@@ -882,7 +1076,8 @@ public final class MatrixRunner {
     }
 
     private DefaultMQPushConsumer baseConsumer(String group, ConsumeFromWhere where) {
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer c = userHook == null ? new DefaultMQPushConsumer(group)
+            : new DefaultMQPushConsumer(group, userHook, new AllocateMessageQueueAveragely());
         configureClient(c);
         c.setConsumeFromWhere(where);
         return c;
