@@ -23,6 +23,8 @@ const MESSAGES: u64 = 200;
 const CQ_UNIT: u64 = 20;
 /// A clean stop must finish within this.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for acknowledged messages to be dispatched to their ConsumeQueues.
+const DISPATCH_DEADLINE: Duration = Duration::from_secs(10);
 /// Which byte of a body the bit flip hits (inside the id, so the damage cannot go unnoticed by
 /// the test itself either).
 const BODY_FLIP_INDEX: u64 = 12;
@@ -163,7 +165,14 @@ async fn damage_and_restart(damage: Damage, stop: Stop) {
             "send {id}: {outcome:?}"
         );
     }
-    let placed = read_back(&client, &serve.broker).await;
+    // An acknowledged send is in the CommitLog; its ConsumeQueue unit follows by asynchronous
+    // dispatch, so read back until every message is reachable (or the deadline passes).
+    let deadline = tokio::time::Instant::now() + DISPATCH_DEADLINE;
+    let mut placed = read_back(&client, &serve.broker).await;
+    while (placed.len() as u64) < MESSAGES && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        placed = read_back(&client, &serve.broker).await;
+    }
     assert_eq!(placed.len() as u64, MESSAGES);
     client.shutdown().await;
     match stop {
@@ -237,11 +246,19 @@ async fn damage_and_restart(damage: Damage, stop: Stop) {
         SendOutcome::Acked(stored) => assert_eq!(stored.queue_offset, survivors),
         other => panic!("{damage:?}: send after repair: {other:?}"),
     }
-    let after: BTreeSet<u64> = read_back(&client, &serve.broker)
-        .await
-        .iter()
-        .map(|p| p.id)
-        .collect();
+    // Dispatch is asynchronous: wait (bounded) for the new message to be reachable.
+    let deadline = tokio::time::Instant::now() + DISPATCH_DEADLINE;
+    let after = loop {
+        let after: BTreeSet<u64> = read_back(&client, &serve.broker)
+            .await
+            .iter()
+            .map(|p| p.id)
+            .collect();
+        if after.contains(&next) || tokio::time::Instant::now() >= deadline {
+            break after;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(after.contains(&next));
 
     let log = serve.log();
@@ -289,7 +306,6 @@ async fn commit_log_body_bit_flipped_after_sigkill() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "store bug: after a clean shutdown a short ConsumeQueue file is not refilled from the CommitLog (RELIABILITY.md, torn logs)"]
 async fn consume_queue_truncated_mid_unit_after_sigterm() {
     damage_and_restart(Damage::TruncateConsumeQueueFile, Stop::Clean).await;
 }
@@ -300,7 +316,6 @@ async fn consume_queue_truncated_mid_unit_after_sigkill() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "store bug: after a clean shutdown re-dispatch starts at the damaged unit's bogus offset (RELIABILITY.md, torn logs)"]
 async fn consume_queue_unit_offset_flipped_after_sigterm() {
     damage_and_restart(Damage::FlipConsumeQueueUnit, Stop::Clean).await;
 }

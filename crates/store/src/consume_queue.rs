@@ -297,13 +297,20 @@ impl ConsumeQueue {
     /// Recovers after a restart: scans from the 3rd-last file, stops at the first invalid unit
     /// (`offset < 0 || size <= 0`, or the end of what is on disk), drops the files after it and
     /// zeroes the rest of the file it stopped in.
-    pub fn recover(&mut self) -> Result<(), StoreError> {
+    ///
+    /// Returns whether units were lost on the way (the file it stopped in was short on disk, or
+    /// held non-zero bytes after the last valid unit, or later files had to be dropped): such a
+    /// queue no longer covers every record of its queue up to the log's end, and only the
+    /// caller, which knows the CommitLog, can refill it (from the end of its last valid unit).
+    /// A queue whose valid units are simply followed by zeros lost nothing.
+    pub fn recover(&mut self) -> Result<bool, StoreError> {
         if self.files.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let units_per_file = self.file_size / CQ_STORE_UNIT_SIZE;
         let mut idx = self.files.len().saturating_sub(RECOVER_LAST_FILES);
         let mut valid_units;
+        let mut lost_units;
         loop {
             let disk_len = self
                 .disk_lens
@@ -311,6 +318,8 @@ impl ConsumeQueue {
                 .copied()
                 .unwrap_or(self.file_size as u64);
             valid_units = 0;
+            // A file cut short on disk may have lost units, whatever its surviving bytes say.
+            lost_units = disk_len < self.file_size as u64;
             if let Some(file) = self.files.get(idx) {
                 // Never trust bytes past the end on disk (a short file) nor, when recovery runs
                 // again on a live queue, past what was written.
@@ -325,6 +334,10 @@ impl ConsumeQueue {
                     .chunks_exact(CQ_STORE_UNIT_SIZE)
                     .take_while(|chunk| CqUnit::decode(chunk).is_some_and(|u| u.is_valid()))
                     .count();
+                // Data after the first invalid unit: that unit was damaged, not the clean end.
+                lost_units |= bytes
+                    .get(valid_units * CQ_STORE_UNIT_SIZE..)
+                    .is_some_and(|rest| rest.iter().any(|b| *b != 0));
             }
             if valid_units == units_per_file && idx + 1 < self.files.len() {
                 idx += 1;
@@ -332,7 +345,9 @@ impl ConsumeQueue {
             }
             break;
         }
-        // Files after the one we stopped in are dirty.
+        // Files after the one we stopped in are dirty; they only exist because units were
+        // appended to them, so dropping them loses units.
+        lost_units |= self.files.len() > idx + 1;
         while self.files.len() > idx + 1 {
             if let Some(file) = self.files.pop() {
                 tracing::info!(topic = %self.topic, queue_id = self.queue_id,
@@ -349,7 +364,12 @@ impl ConsumeQueue {
         self.refresh_min_offset();
         self.refresh_max_physical_offset();
         debug_assert!(self.min_offset() <= self.max_offset());
-        Ok(())
+        if lost_units {
+            tracing::warn!(topic = %self.topic, queue_id = self.queue_id,
+                max_offset = self.max_offset(),
+                "consume queue lost units (torn or short file); refilling it from the commit log");
+        }
+        Ok(lost_units)
     }
 
     /// Byte offset just past the last written unit (or the logical start when there is no file).
@@ -602,6 +622,37 @@ impl ConsumeQueue {
         Ok(())
     }
 
+    /// Drops the unit at `queue_offset` and every unit after it (recovery found that unit
+    /// pointing at no record), deleting files that become empty and zeroing the dropped bytes.
+    ///
+    /// Cutting by queue offset rather than by CommitLog offset matters here: the damaged unit's
+    /// CommitLog offset is garbage, so it cannot be trusted to sort between its neighbours.
+    pub fn truncate_from_queue_offset(&mut self, queue_offset: i64) -> Result<(), StoreError> {
+        let cut = queue_offset.max(0).saturating_mul(UNIT_SIZE_I64);
+        while let Some(last) = self.files.last() {
+            let from = last.file_from_offset();
+            if cut <= from {
+                if let Some(file) = self.files.pop() {
+                    file.destroy()?;
+                }
+                continue;
+            }
+            let rel = usize::try_from(cut - from).unwrap_or(usize::MAX);
+            if rel < last.wrote_position() {
+                last.truncate_to(rel)?;
+            }
+            break;
+        }
+        if self.files.is_empty() {
+            // An empty queue restarts at the cut (the next put pads up to it if needed).
+            self.min_logic_offset = self.min_logic_offset.min(queue_offset.max(0));
+        } else {
+            self.min_logic_offset = self.min_logic_offset.min(self.max_offset());
+        }
+        self.refresh_max_physical_offset();
+        Ok(())
+    }
+
     /// Deletes whole files, oldest first, whose last unit points before `min_commit_log_offset`
     /// (the CommitLog no longer holds them). The newest file is never deleted. Returns how many
     /// files were deleted; the min offset moves to the first remaining file.
@@ -782,12 +833,16 @@ impl ConsumeQueueTable {
         Ok(table)
     }
 
-    /// Recovers every queue (see [`ConsumeQueue::recover`]).
-    pub fn recover_all(&self) -> Result<(), StoreError> {
+    /// Recovers every queue (see [`ConsumeQueue::recover`]); returns the queues that lost units
+    /// and must be refilled from the CommitLog.
+    pub fn recover_all(&self) -> Result<Vec<SharedConsumeQueue>, StoreError> {
+        let mut damaged = Vec::new();
         for queue in self.all() {
-            queue.write().recover()?;
+            if queue.write().recover()? {
+                damaged.push(queue);
+            }
         }
-        Ok(())
+        Ok(damaged)
     }
 
     /// The queue of (topic, queue id) if it exists.

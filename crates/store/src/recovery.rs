@@ -22,17 +22,35 @@
 //! record after what the ConsumeQueues already cover is re-dispatched, so that every unit points
 //! at a valid record and no record is missing. Damage is reported with file and offset, through
 //! `tracing::warn!` and the returned [`RecoveryReport`]; nothing here panics on bad data.
+//!
+//! Where re-dispatch starts. Undamaged queues are complete up to the largest physical end any
+//! queue reaches (a clean shutdown drains the dispatcher; after a crash the verification start
+//! bounds what may be missing), so that is the usual start. A *damaged* queue — one whose own
+//! recovery lost units (torn or short file) or that was cut back at a unit pointing at no record
+//! — is complete only up to the end of its last good unit, which may lie far before what other
+//! queues reach; re-dispatch therefore starts at the lowest such end. That point is a record
+//! boundary (the good unit's record was verified, or lies in the trusted older log), so the scan
+//! never starts inside a record. Starting early is safe because dispatch is idempotent per queue:
+//! a unit already present at its queue offset is left alone, an index entry at or before the
+//! index's last offset is skipped, and a record that would leave a gap in its queue is refused.
+//!
+//! One decode per record. The verification scan also matches each record with its ConsumeQueue
+//! unit and the index ([`Coverage`]), so after a crash (a) queues whose every unit in the range
+//! was matched are not reconciled again, (b) re-dispatch starts at the first record some derived
+//! structure lacks rather than at the start of the verified range, and (c) re-dispatch passes over
+//! records already in place from their fixed header, without parsing properties. Before this a
+//! restart after kill -9 decoded every record of the verified segment three times.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use comet_protocol::message::record;
-use comet_protocol::message::{BLANK_ENTRY_LEN, BLANK_MAGIC};
+use comet_protocol::message::{BLANK_ENTRY_LEN, BLANK_MAGIC, sysflag};
 use parking_lot::RwLock;
 
 use crate::checkpoint::Checkpoint;
 use crate::commit_log::CommitLog;
-use crate::consume_queue::{ConsumeQueueTable, SharedConsumeQueue};
+use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, SharedConsumeQueue};
 use crate::dispatch::{DispatchRequest, Dispatcher, SCHEDULE_TOPIC, scan_records};
 use crate::error::StoreError;
 use crate::index_service::IndexService;
@@ -73,11 +91,17 @@ pub struct RecoveryReport {
     pub corruption: Option<Corruption>,
     /// Offset re-dispatch started from.
     pub redispatch_from: i64,
-    /// Records re-dispatched into the ConsumeQueues and index.
+    /// Records re-dispatched into the ConsumeQueues and index (the scan from `redispatch_from`
+    /// minus `redispatch_skipped`).
     pub redispatched_records: u64,
-    /// ConsumeQueues cut back because a unit pointed at no record.
+    /// Records the re-dispatch scan passed over because every derived structure already had
+    /// them (their unit is in place and the index reaches past them).
+    pub redispatch_skipped: u64,
+    /// ConsumeQueues found damaged (units lost to a torn or short file, or a unit pointing at no
+    /// record) and refilled from the log.
     pub repaired_queues: usize,
-    /// Lowest CommitLog offset a repaired queue was cut back to.
+    /// Lowest CommitLog offset a repaired queue was refilled from: the end of its last good unit
+    /// (a record boundary), or the log's start for a queue left without units.
     pub repair_from: Option<i64>,
 }
 
@@ -101,8 +125,8 @@ enum Stop {
     Corrupt(String),
 }
 
-/// Verifies the record at `buf` (which starts at global `offset`).
-fn verify_record(buf: &[u8], offset: i64, check_crc: bool) -> Result<usize, Stop> {
+/// Verifies the record at `buf` (which starts at global `offset`) and returns its decoded view.
+fn verify_record(buf: &[u8], offset: i64, check_crc: bool) -> Result<record::RecordView<'_>, Stop> {
     if record::peek_total_size(buf) == Some(0) && record::peek_magic(buf) == Some(0) {
         return Err(Stop::Clean);
     }
@@ -127,7 +151,7 @@ fn verify_record(buf: &[u8], offset: i64, check_crc: bool) -> Result<usize, Stop
             view.body_crc
         )));
     }
-    Ok(view.size())
+    Ok(view)
 }
 
 /// Whether `file`'s first record is valid and stored no later than `max_timestamp`.
@@ -167,7 +191,8 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
         abnormal,
         ..RecoveryReport::default()
     };
-    ctx.queues.recover_all()?;
+    let mut damaged = ctx.queues.recover_all()?;
+    let mut coverage = Coverage::new(ctx);
     let queue = ctx.commit_log.mapped_file_queue();
     let files = queue.files();
 
@@ -189,7 +214,7 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
             files.len().saturating_sub(NORMAL_RECOVERY_LAST_FILES)
         };
         report.verify_from = files.get(start).map_or(0, |f| f.file_from_offset());
-        verify_and_truncate(ctx, &files, start, &mut report)?
+        verify_and_truncate(ctx, &files, start, &mut coverage, &mut report, &mut damaged)?
     };
     report.max_phy_offset = end;
 
@@ -203,13 +228,31 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
         q.write().correct_min_offset(min_phy);
     }
 
-    // Re-dispatch what the queues do not cover yet.
+    // Re-dispatch what the queues do not cover yet (see the module docs for the start).
     let cq_max = ctx.queues.max_physical_offset();
-    let mut from = if abnormal {
-        cq_max.min(report.verify_from)
-    } else {
+    let mut from = if !abnormal {
         cq_max
+    } else if cq_max < report.verify_from {
+        // The queues stop before the verified range: what lies between was never checked.
+        cq_max
+    } else {
+        // Every verified record before the first one missing somewhere is already in place.
+        coverage
+            .first_uncovered
+            .unwrap_or(end)
+            .max(report.verify_from)
     };
+    let mut repaired: Vec<SharedConsumeQueue> = Vec::with_capacity(damaged.len());
+    for q in damaged {
+        if !repaired.iter().any(|seen| Arc::ptr_eq(seen, &q)) {
+            repaired.push(q);
+        }
+    }
+    for q in &repaired {
+        let point = refill_point(&q.read(), min_phy);
+        report.repair_from = Some(report.repair_from.map_or(point, |r| r.min(point)));
+    }
+    report.repaired_queues = repaired.len();
     if let Some(repair) = report.repair_from {
         from = from.min(repair);
     }
@@ -217,11 +260,16 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
     report.redispatch_from = from;
     if from < end {
         let dispatcher = ctx.dispatcher;
+        let mut skipped = 0u64;
         let outcome = scan_records(
             ctx.commit_log,
             from,
             end,
             |view| {
+                if coverage.has(view) {
+                    skipped += 1;
+                    return;
+                }
                 let req = DispatchRequest::from_view(view, dispatcher.delay_levels_ms());
                 if let Err(e) = dispatcher.dispatch(&req) {
                     tracing::warn!(topic = req.topic, queue_id = req.queue_id,
@@ -233,7 +281,8 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
                 None
             },
         );
-        report.redispatched_records = outcome.records;
+        report.redispatch_skipped = skipped;
+        report.redispatched_records = outcome.records.saturating_sub(skipped);
     }
 
     ctx.commit_log.set_topic_queue_table(
@@ -250,6 +299,153 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
     Ok(report)
 }
 
+/// Which records every derived structure already holds, learnt from the verification scan so
+/// that after a crash each record of the verified range is decoded once, not three times (verify,
+/// reconcile, re-dispatch).
+///
+/// During the scan, [`Coverage::confirm`] looks up the ConsumeQueue unit at each verified
+/// record's (topic, queue id, queue offset): a unit pointing at that record with the same size
+/// and tags code is *confirmed*, counted per queue. Confirmed units are distinct (one per queue
+/// offset) and all point into the verified range, so a queue whose confirmed count equals its
+/// number of units in the range has every unit checked already and [`reconcile_units`] skips it;
+/// any other queue is reconciled unit by unit as before. A record is *covered* when its unit is
+/// confirmed (or it gets none: PREPARED/ROLLBACK) and the index already reaches its CommitLog
+/// offset (or it gets no entries: ROLLBACK; or there is no index). Abnormal re-dispatch starts at
+/// the first record not covered, instead of at the start of the verified range.
+///
+/// During re-dispatch, [`Coverage::has`] recognises covered records from their fixed header alone
+/// (no properties parsing) and the scan passes over them. It does not compare the tags code: in the
+/// verified range the scan or [`reconcile_units`] already did, and before it the log is trusted (a
+/// damaged queue was cut back at its last good unit, so its missing records are never covered).
+/// Anything not covered takes the full dispatch path, which keeps its own idempotence checks.
+struct Coverage<'a> {
+    queues: &'a ConsumeQueueTable,
+    /// Queues looked up so far: records of a handful of queues interleave in the log, so a short
+    /// list beats hashing the topic of every record.
+    known: Vec<KnownQueue>,
+    /// Last CommitLog offset the index holds (-1 when empty); `None` without an index.
+    index_end: Option<i64>,
+    /// CommitLog offset of the first verified record some derived structure lacks.
+    first_uncovered: Option<i64>,
+}
+
+struct KnownQueue {
+    queue_id: i32,
+    topic: String,
+    queue: SharedConsumeQueue,
+    /// Units the verification scan matched with their record.
+    confirmed: u64,
+}
+
+impl<'a> Coverage<'a> {
+    fn new(ctx: &RecoveryContext<'a>) -> Self {
+        let index_end = ctx.index.map(|index| {
+            index
+                .read()
+                .files()
+                .iter()
+                .rev()
+                .find(|f| f.entry_count() > 0)
+                .map_or(-1, |f| f.header().end_phy_offset)
+        });
+        Coverage {
+            queues: ctx.queues,
+            known: Vec::new(),
+            index_end,
+            first_uncovered: None,
+        }
+    }
+
+    fn known(&mut self, topic: &str, queue_id: i32) -> Option<&mut KnownQueue> {
+        let pos = match self
+            .known
+            .iter()
+            .position(|k| k.queue_id == queue_id && k.topic == topic)
+        {
+            Some(pos) => pos,
+            None => {
+                let queue = self.queues.find(topic, queue_id)?;
+                self.known.push(KnownQueue {
+                    queue_id,
+                    topic: topic.to_owned(),
+                    queue,
+                    confirmed: 0,
+                });
+                self.known.len() - 1
+            }
+        };
+        self.known.get_mut(pos)
+    }
+
+    /// Units of `queue` the verification scan matched with their record.
+    fn confirmed_units(&self, queue: &SharedConsumeQueue) -> u64 {
+        self.known
+            .iter()
+            .find(|k| Arc::ptr_eq(&k.queue, queue))
+            .map_or(0, |k| k.confirmed)
+    }
+
+    fn indexed(&self, view: &record::RecordView<'_>) -> bool {
+        sysflag::transaction_type(view.sys_flag) == sysflag::TRANSACTION_ROLLBACK_TYPE
+            || self.index_end.is_none_or(|e| view.commit_log_offset <= e)
+    }
+
+    /// Verification scan: matches a verified record with its unit (see the type docs).
+    fn confirm(&mut self, view: &record::RecordView<'_>, delay_levels_ms: &[i64]) {
+        let indexed = self.indexed(view);
+        let queued = !is_consumable(view.sys_flag)
+            || self.known(view.topic, view.queue_id).is_some_and(|known| {
+                let unit = known.queue.read().get(view.queue_offset);
+                let matches = unit.is_some_and(|unit| {
+                    unit.commit_log_offset == view.commit_log_offset
+                        && unit.size == view.total_size
+                        && (view.topic == SCHEDULE_TOPIC
+                            || DispatchRequest::from_view(view, delay_levels_ms).tags_code
+                                == unit.tags_code)
+                });
+                if matches {
+                    known.confirmed += 1;
+                }
+                matches
+            });
+        if !(indexed && queued) && self.first_uncovered.is_none() {
+            self.first_uncovered = Some(view.commit_log_offset);
+        }
+    }
+
+    /// Re-dispatch: whether every derived structure holds the record, from its header alone.
+    fn has(&mut self, view: &record::RecordView<'_>) -> bool {
+        if !self.indexed(view) {
+            return false;
+        }
+        if !is_consumable(view.sys_flag) {
+            return true;
+        }
+        let Some(known) = self.known(view.topic, view.queue_id) else {
+            return false;
+        };
+        let unit = known.queue.read().get(view.queue_offset);
+        unit.is_some_and(|unit| {
+            unit.commit_log_offset == view.commit_log_offset && unit.size == view.total_size
+        })
+    }
+}
+
+/// Whether a record with `sys_flag` gets a ConsumeQueue unit (not PREPARED or ROLLBACK).
+fn is_consumable(sys_flag: i32) -> bool {
+    let tran = sysflag::transaction_type(sys_flag);
+    tran == sysflag::TRANSACTION_NOT_TYPE || tran == sysflag::TRANSACTION_COMMIT_TYPE
+}
+
+/// Where a damaged queue must be refilled from: the end of its last unit (a record boundary), or
+/// the start of the log when it has none left.
+fn refill_point(cq: &ConsumeQueue, min_phy: i64) -> i64 {
+    match cq.max_physical_offset() {
+        0 => min_phy,
+        end => end,
+    }
+}
+
 /// Where the forward scan stopped: segment index and why.
 struct ScanStop {
     idx: usize,
@@ -261,6 +457,7 @@ fn scan_valid_end(
     ctx: &RecoveryContext<'_>,
     files: &[Arc<MappedFile>],
     start: usize,
+    coverage: &mut Coverage<'_>,
     report: &mut RecoveryReport,
 ) -> (i64, Option<ScanStop>) {
     'files: for (idx, file) in files.iter().enumerate().skip(start) {
@@ -287,9 +484,10 @@ fn scan_valid_end(
             }
             let offset = base + to_i64(pos);
             match verify_record(buf, offset, ctx.check_crc) {
-                Ok(len) => {
+                Ok(view) => {
                     report.verified_records += 1;
-                    pos += len;
+                    coverage.confirm(&view, ctx.dispatcher.delay_levels_ms());
+                    pos += view.size();
                 }
                 Err(why) => return (offset, Some(ScanStop { idx, why })),
             }
@@ -310,8 +508,9 @@ enum UnitMismatch {
     /// The unit points at a genuine record (right PHYSICALOFFSET, valid CRC) whose queue fields
     /// no longer match: the record header is damaged, the log must end before it.
     DamagedRecord { offset: i64, reason: String },
-    /// The unit points at no record: the queue is damaged from this unit on.
-    DamagedUnit { offset: i64 },
+    /// The unit at `queue_offset` points at no record (`offset` is what it says): the queue is
+    /// damaged from this unit on.
+    DamagedUnit { offset: i64, queue_offset: i64 },
 }
 
 /// Checks every ConsumeQueue unit pointing into `[from, end)` against the record it points at
@@ -321,6 +520,7 @@ fn reconcile_units(
     ctx: &RecoveryContext<'_>,
     from: i64,
     end: i64,
+    coverage: &Coverage<'_>,
 ) -> Vec<(SharedConsumeQueue, UnitMismatch)> {
     const CHUNK: usize = 1024;
     let dispatcher = ctx.dispatcher;
@@ -335,6 +535,21 @@ fn reconcile_units(
             } else {
                 hi = mid;
             }
+        }
+        // The verification scan already matched units with records; when it matched every unit
+        // of the range, there is nothing left to look at (see [`Coverage::confirm`]).
+        let (mut end_lo, mut end_hi) = (lo, cq.max_offset());
+        while end_lo < end_hi {
+            let mid = end_lo + (end_hi - end_lo) / 2;
+            if cq.get(mid).is_none_or(|u| u.commit_log_offset < end) {
+                end_lo = mid + 1;
+            } else {
+                end_hi = mid;
+            }
+        }
+        let in_range = u64::try_from(end_lo - lo).unwrap_or(u64::MAX);
+        if coverage.confirmed_units(&shared) == in_range {
+            continue;
         }
         let mut qo = lo;
         let mut units = Vec::with_capacity(CHUNK);
@@ -355,6 +570,7 @@ fn reconcile_units(
                 let Some(file) = ctx.commit_log.find_file(unit.commit_log_offset) else {
                     break 'queue Some(UnitMismatch::DamagedUnit {
                         offset: unit.commit_log_offset,
+                        queue_offset: qo,
                     });
                 };
                 let pos = usize::try_from(unit.commit_log_offset - file.file_from_offset())
@@ -369,6 +585,7 @@ fn reconcile_units(
                 else {
                     break 'queue Some(UnitMismatch::DamagedUnit {
                         offset: unit.commit_log_offset,
+                        queue_offset: qo,
                     });
                 };
                 let req = DispatchRequest::from_view(&view, dispatcher.delay_levels_ms());
@@ -401,15 +618,18 @@ fn reconcile_units(
 }
 
 /// Verifies the log from `files[start]`, reconciles the ConsumeQueues with it, truncates
-/// everything after the valid end, and returns that end.
+/// everything after the valid end, and returns that end. Queues cut back at a damaged unit are
+/// added to `damaged`.
 fn verify_and_truncate(
     ctx: &RecoveryContext<'_>,
     files: &[Arc<MappedFile>],
     start: usize,
+    coverage: &mut Coverage<'_>,
     report: &mut RecoveryReport,
+    damaged: &mut Vec<SharedConsumeQueue>,
 ) -> Result<i64, StoreError> {
     let queue = ctx.commit_log.mapped_file_queue();
-    let (mut end, stop) = scan_valid_end(ctx, files, start, report);
+    let (mut end, stop) = scan_valid_end(ctx, files, start, coverage, report);
     let mut corruption = match stop {
         Some(ScanStop {
             idx,
@@ -425,7 +645,7 @@ fn verify_and_truncate(
         _ => None,
     };
 
-    for (shared, mismatch) in reconcile_units(ctx, report.verify_from, end) {
+    for (shared, mismatch) in reconcile_units(ctx, report.verify_from, end, coverage) {
         match mismatch {
             UnitMismatch::DamagedRecord { offset, reason } => {
                 if offset < end {
@@ -441,18 +661,21 @@ fn verify_and_truncate(
                     });
                 }
             }
-            UnitMismatch::DamagedUnit { offset } => {
+            UnitMismatch::DamagedUnit {
+                offset,
+                queue_offset,
+            } => {
                 let mut cq = shared.write();
                 tracing::warn!(
                     topic = cq.topic(),
                     queue_id = cq.queue_id(),
+                    queue_offset,
                     offset,
                     "consume queue unit points at no record; dropping it and the units after it"
                 );
-                cq.truncate_dirty(offset)?;
-                report.repaired_queues += 1;
-                report.repair_from =
-                    Some(report.repair_from.map_or(offset, |r: i64| r.min(offset)));
+                cq.truncate_from_queue_offset(queue_offset)?;
+                drop(cq);
+                damaged.push(shared);
             }
         }
     }

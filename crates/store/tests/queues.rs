@@ -287,6 +287,79 @@ fn cq_recovery_zeroes_units_after_a_bad_one() -> TestResult {
 }
 
 #[test]
+fn cq_recovery_says_whether_units_were_lost() -> TestResult {
+    let open = |root: &Path| -> Result<(ConsumeQueue, bool), StoreError> {
+        let mut cq = ConsumeQueue::open(root, TOPIC, 0, 10)?;
+        let lost = cq.recover()?;
+        Ok((cq, lost))
+    };
+    // A clean end (valid units, then zeros) lost nothing.
+    let dir = tmp();
+    drop(filled_queue(dir.path(), 10, 25)?);
+    let (cq, lost) = open(dir.path())?;
+    assert_eq!((cq.max_offset(), lost), (25, false));
+    drop(cq);
+    // The newest file cut in the middle of unit 24: unit 24 is lost, and said to be.
+    let path = newest_file(dir.path());
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(io(&path))?;
+    file.set_len(4 * 20 + 10).map_err(io(&path))?;
+    drop(file);
+    let (cq, lost) = open(dir.path())?;
+    assert_eq!((cq.max_offset(), lost), (24, true));
+    assert_eq!(cq.max_physical_offset(), unit(23).commit_log_offset + 100);
+    drop(cq);
+    // A bad unit with data after it: the units after it are lost.
+    let dir = tmp();
+    drop(filled_queue(dir.path(), 10, 25)?);
+    let path = newest_file(dir.path());
+    let mut raw = fs::read(&path).map_err(io(&path))?;
+    raw[2 * 20 + 8..2 * 20 + 12].copy_from_slice(&0i32.to_be_bytes());
+    fs::write(&path, &raw).map_err(io(&path))?;
+    let (cq, lost) = open(dir.path())?;
+    assert_eq!((cq.max_offset(), lost), (22, true));
+    drop(cq);
+    // Recovering again finds the zeroed tail clean.
+    let (cq, lost) = open(dir.path())?;
+    assert_eq!((cq.max_offset(), lost), (22, false));
+    Ok(())
+}
+
+/// The newest file (units 20..) of the 25-unit, 10-per-file queue of
+/// `cq_recovery_says_whether_units_were_lost`.
+fn newest_file(root: &Path) -> std::path::PathBuf {
+    queue_dir(root, 0).join(file_name(400))
+}
+
+#[test]
+fn cq_truncate_from_queue_offset() -> TestResult {
+    let dir = tmp();
+    let mut cq = filled_queue(dir.path(), 10, 35)?;
+    cq.truncate_from_queue_offset(27)?;
+    assert_eq!((cq.max_offset(), cq.file_count()), (27, 3));
+    assert_eq!(cq.max_physical_offset(), unit(26).commit_log_offset + 100);
+    // Cutting at a file's first unit deletes that file.
+    cq.truncate_from_queue_offset(20)?;
+    assert_eq!((cq.max_offset(), cq.file_count()), (20, 2));
+    assert_eq!(cq.get(19), Some(unit(19)));
+    cq.put(20, unit(20))?;
+    assert!(cq.put(22, unit(22)).is_err(), "no gap after a cut");
+    drop(cq);
+    let mut cq = reopen(dir.path(), 10)?;
+    assert_eq!(cq.max_offset(), 21, "the cut survives a reopen");
+    cq.truncate_from_queue_offset(0)?;
+    assert_eq!(
+        (cq.file_count(), cq.max_offset(), cq.max_physical_offset()),
+        (0, 0, 0)
+    );
+    cq.put(0, unit(0))?;
+    assert_eq!(cq.get(0), Some(unit(0)));
+    Ok(())
+}
+
+#[test]
 fn cq_rejects_damaged_directories() -> TestResult {
     let dir = tmp();
     drop(filled_queue(dir.path(), 10, 35)?);

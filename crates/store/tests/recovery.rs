@@ -36,6 +36,8 @@ struct Rec {
     queue_offset: i64,
     body_hash: u64,
     key: String,
+    /// Has a ConsumeQueue unit (not a PREPARED transaction record).
+    consumable: bool,
 }
 
 impl Rec {
@@ -96,6 +98,7 @@ fn build_template(root: &Path) -> Vec<Rec> {
             queue_offset: a.logics_offset,
             body_hash: hash(&body),
             key,
+            consumable: !prepared,
         });
     }
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
@@ -358,6 +361,237 @@ fn lost_consume_queues_are_rebuilt_from_the_log() {
         .unwrap_or_else(|e| panic!("{e}"));
     let store = open_abnormal(&root);
     assert_eq!(store.recovery_report().redispatched_records, RECORDS as u64);
+    check_store(&store, &recs, &[], &rt);
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// How a ConsumeQueue's last unit is damaged while the store is down.
+#[derive(Debug, Clone, Copy)]
+enum UnitDamage {
+    /// The file is cut in the middle of its last unit.
+    TruncatedMidUnit,
+    /// The last unit's CommitLog offset is 4 bytes off (one flipped bit): it points inside its
+    /// record, at no record boundary.
+    OffsetOffByFour,
+}
+
+/// Bytes of one ConsumeQueue unit.
+const CQ_UNIT: usize = 20;
+
+/// Damages the last unit of the queue whose last record comes earliest in the log (so the other
+/// queues' later records reach well past it: the hardest queue to refill), after a clean
+/// shutdown (`abnormal == false`) or as after a crash, reopens, and checks the queue was refilled
+/// from the end of its last good unit and the index holds the refilled message once.
+fn damaged_unit_is_refilled(damage: UnitDamage, abnormal: bool) {
+    let tmp = fast_tempdir();
+    let root = tmp.path().join("store");
+    let recs = build_template(&root);
+    let last_of = |topic: &str, queue_id: i32| {
+        recs.iter()
+            .filter(|r| r.consumable && r.topic == topic && r.queue_id == queue_id)
+            .max_by_key(|r| r.phys)
+    };
+    let victim = [("RA", 0), ("RA", 1), ("RB", 0), ("RB", 1)]
+        .into_iter()
+        .filter_map(|(t, q)| last_of(t, q))
+        .min_by_key(|r| r.phys)
+        .unwrap_or_else(|| panic!("queues have records"))
+        .clone();
+    let later_records = recs.iter().filter(|r| r.phys > victim.phys).count();
+    assert!(
+        later_records > 0,
+        "other queues' records follow the damaged unit"
+    );
+    let previous_end = recs
+        .iter()
+        .filter(|r| {
+            r.consumable
+                && r.topic == victim.topic
+                && r.queue_id == victim.queue_id
+                && r.phys < victim.phys
+        })
+        .map(Rec::end)
+        .max()
+        .unwrap_or_else(|| panic!("the victim queue has an earlier record"));
+
+    let qo = usize::try_from(victim.queue_offset).unwrap_or_else(|e| panic!("{e}"));
+    let file_start = (qo - qo % TEST_CQ_ENTRIES_PER_FILE) * CQ_UNIT;
+    let cq_file = root
+        .join("consumequeue")
+        .join(&victim.topic)
+        .join(victim.queue_id.to_string())
+        .join(file_name(file_start as i64));
+    let unit_pos = (qo % TEST_CQ_ENTRIES_PER_FILE) * CQ_UNIT;
+    match damage {
+        UnitDamage::TruncatedMidUnit => {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&cq_file)
+                .unwrap_or_else(|e| panic!("{}: {e}", cq_file.display()));
+            f.set_len((unit_pos + CQ_UNIT / 2) as u64)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        UnitDamage::OffsetOffByFour => {
+            let mut data = std::fs::read(&cq_file).unwrap_or_else(|e| panic!("{e}"));
+            // Byte 7 is the lowest byte of the big-endian CommitLog offset.
+            let byte = data
+                .get_mut(unit_pos + 7)
+                .unwrap_or_else(|| panic!("unit inside the file"));
+            *byte ^= 0x04;
+            std::fs::write(&cq_file, &data).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let store = if abnormal {
+        open_abnormal(&root)
+    } else {
+        MessageStore::open(test_config(&root, FlushDiskType::AsyncFlush))
+            .unwrap_or_else(|e| panic!("open after damage: {e}"))
+    };
+    let report = store.recovery_report().clone();
+    let case = format!("{damage:?}, abnormal={abnormal}");
+    assert_eq!(report.abnormal, abnormal, "{case}");
+    assert_eq!(report.repaired_queues, 1, "{case}: {report:?}");
+    assert_eq!(report.repair_from, Some(previous_end), "{case}: {report:?}");
+    assert!(report.redispatch_from <= previous_end, "{case}: {report:?}");
+    assert!(
+        report.corruption.is_none(),
+        "{case}: the log itself is intact"
+    );
+
+    // The lost message is served again at its queue offset, and its key is indexed once.
+    let got = store.get_message(
+        "g",
+        &victim.topic,
+        victim.queue_id,
+        victim.queue_offset,
+        1,
+        1 << 20,
+        None,
+    );
+    assert_eq!(got.status, GetMessageStatus::Found, "{case}");
+    let body = got
+        .messages
+        .first()
+        .and_then(|b| decode_record(b, true).ok())
+        .map(|m| hash(&m.body));
+    assert_eq!(body, Some(victim.body_hash), "{case}");
+    let q = store.query_message(&victim.topic, &victim.key, 8, 0, i64::MAX);
+    assert_eq!(
+        q.commit_log_offsets,
+        vec![victim.phys],
+        "{case}: key indexed once"
+    );
+
+    check_store(&store, &recs, &[], &rt);
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn consume_queue_truncated_mid_unit_after_clean_shutdown() {
+    damaged_unit_is_refilled(UnitDamage::TruncatedMidUnit, false);
+}
+
+#[test]
+fn consume_queue_truncated_mid_unit_after_crash() {
+    damaged_unit_is_refilled(UnitDamage::TruncatedMidUnit, true);
+}
+
+#[test]
+fn consume_queue_unit_off_its_record_after_clean_shutdown() {
+    damaged_unit_is_refilled(UnitDamage::OffsetOffByFour, false);
+}
+
+#[test]
+fn consume_queue_unit_off_its_record_after_crash() {
+    damaged_unit_is_refilled(UnitDamage::OffsetOffByFour, true);
+}
+
+/// After a crash with every derived structure complete, the verification scan matches every
+/// record with its unit and the index, so nothing is re-dispatched and no queue is reconciled
+/// unit by unit; the store is still exactly consistent.
+#[test]
+fn crash_with_complete_queues_redispatches_nothing() {
+    let tmp = fast_tempdir();
+    let root = tmp.path().join("store");
+    let recs = build_template(&root);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let store = open_abnormal(&root);
+    let report = store.recovery_report().clone();
+    assert!(report.abnormal);
+    assert!(report.verified_records > 0, "{report:?}");
+    assert_eq!(report.redispatch_from, report.max_phy_offset, "{report:?}");
+    assert_eq!(report.redispatched_records, 0, "{report:?}");
+    check_store(&store, &recs, &[], &rt);
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// How many of a queue's newest units a simulated power cut loses (zeroed, so the queue file
+/// looks cleanly shorter rather than damaged).
+const LOST_TAIL_UNITS: usize = 3;
+
+/// After a crash in which one queue lost its newest units to zeros (its file looks clean, only
+/// shorter), re-dispatch starts exactly at the first record that queue lacks, and refills it.
+#[test]
+fn crash_with_a_queue_short_of_its_tail_redispatches_from_the_first_gap() {
+    let tmp = fast_tempdir();
+    let root = tmp.path().join("store");
+    let recs = build_template(&root);
+    let (topic, queue_id) = ("RB", 1);
+    let queue: Vec<&Rec> = recs
+        .iter()
+        .filter(|r| r.consumable && r.topic == topic && r.queue_id == queue_id)
+        .collect();
+    assert!(queue.len() > LOST_TAIL_UNITS, "the queue has records");
+    let lost = queue
+        .get(queue.len() - LOST_TAIL_UNITS..)
+        .unwrap_or_else(|| panic!("tail"));
+    let first_lost = lost.first().unwrap_or_else(|| panic!("tail"));
+    for rec in lost {
+        let qo = usize::try_from(rec.queue_offset).unwrap_or_else(|e| panic!("{e}"));
+        let file_start = (qo - qo % TEST_CQ_ENTRIES_PER_FILE) * CQ_UNIT;
+        let cq_file = root
+            .join("consumequeue")
+            .join(topic)
+            .join(queue_id.to_string())
+            .join(file_name(file_start as i64));
+        let mut data = std::fs::read(&cq_file).unwrap_or_else(|e| panic!("{e}"));
+        let unit_pos = (qo % TEST_CQ_ENTRIES_PER_FILE) * CQ_UNIT;
+        data.get_mut(unit_pos..unit_pos + CQ_UNIT)
+            .unwrap_or_else(|| panic!("unit inside the file"))
+            .fill(0);
+        std::fs::write(&cq_file, &data).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let store = open_abnormal(&root);
+    let report = store.recovery_report().clone();
+    assert!(report.verify_from <= first_lost.phys, "{report:?}");
+    assert_eq!(
+        report.repaired_queues, 0,
+        "zeros are a clean end: {report:?}"
+    );
+    assert_eq!(report.redispatch_from, first_lost.phys, "{report:?}");
+    let after_gap = recs.iter().filter(|r| r.phys >= first_lost.phys).count() as u64;
+    assert_eq!(
+        report.redispatched_records + report.redispatch_skipped,
+        after_gap,
+        "{report:?}"
+    );
+    assert!(
+        report.redispatched_records >= LOST_TAIL_UNITS as u64,
+        "{report:?}"
+    );
     check_store(&store, &recs, &[], &rt);
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
