@@ -647,11 +647,12 @@ fn process_pull_response(addr: &str, response: &RemotingCommand) -> Result<PullR
         && let Some(body) = &response.body
     {
         msg_found_list = decode_messages(body)?;
+        // Formatted once per response, not once per message.
+        let min_offset = header.min_offset.to_string();
+        let max_offset = header.max_offset.to_string();
         for msg in &mut msg_found_list {
-            msg.properties
-                .insert(keys::MIN_OFFSET, header.min_offset.to_string());
-            msg.properties
-                .insert(keys::MAX_OFFSET, header.max_offset.to_string());
+            msg.properties.insert(keys::MIN_OFFSET, min_offset.as_str());
+            msg.properties.insert(keys::MAX_OFFSET, max_offset.as_str());
         }
     }
     Ok(PullResultExt {
@@ -687,9 +688,11 @@ pub fn restore_message(msg: &mut MessageExt) -> Result<()> {
     {
         msg.topic = original.to_string();
     }
-    if let Some(tx) = msg.properties.get(keys::UNIQ_KEY).map(str::to_string)
+    // The transaction type is checked first: copying UNIQ_KEY for every pulled message only to
+    // find it is not transactional was a measurable share of a push consumer's allocations.
+    if sysflag::transaction_type(msg.sys_flag) != sysflag::TRANSACTION_NOT_TYPE
         && !msg.properties.contains_key(keys::TRANSACTION_ID)
-        && sysflag::transaction_type(msg.sys_flag) != sysflag::TRANSACTION_NOT_TYPE
+        && let Some(tx) = msg.properties.get(keys::UNIQ_KEY).map(str::to_string)
     {
         msg.properties.insert(keys::TRANSACTION_ID, tx);
     }

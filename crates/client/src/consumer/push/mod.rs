@@ -978,6 +978,12 @@ impl PushConsumerInner {
                     .await
             }
             Err(e) => {
+                if self.stop.is_cancelled() {
+                    // Shutting down: held pulls fail as the connections close; not worth a warning each.
+                    tracing::debug!(mq = %request.message_queue, error = %e,
+                        "pull ended by the consumer's shutdown");
+                    return;
+                }
                 if !is_retry_topic(&request.message_queue.topic) {
                     tracing::warn!(mq = %request.message_queue, error = %e,
                         "execute the pull request exception");
@@ -1128,7 +1134,12 @@ impl PushConsumerInner {
                 } else {
                     self.stats
                         .inc_pull_tps(&mq.topic, u64::try_from(msgs.len()).unwrap_or(u64::MAX));
-                    let dispatch = pq.put_message(&msgs);
+                    // Concurrent batches carry the messages themselves; only orderly
+                    // consumption takes them from the process queue, so only it needs copies.
+                    let dispatch = match &rt.consume_service {
+                        ConsumeService::Concurrently(_) => pq.track_messages(&msgs),
+                        ConsumeService::Orderly(_) => pq.put_message(&msgs),
+                    };
                     if let Some(me) = self.arc() {
                         rt.submit_consume_request(&me, msgs, Arc::clone(&pq), mq.clone(), dispatch);
                     }

@@ -436,7 +436,9 @@ pub(crate) async fn unlock_when_idle(
         tracing::info!(%mq, "unlock the queue later: messages are still cached");
         let rt2 = Arc::clone(rt);
         let mq2 = mq.clone();
-        rt.pull_service.execute_task_later(
+        // A consumer shutting down unlocks at once instead: otherwise the broker would keep
+        // the lock until it expires (60 s) and the queue's new owner would wait for it.
+        rt.pull_service.execute_task_later_or_at_stop(
             async move { rt2.rebalance.unlock(&mq2, true).await },
             UNLOCK_DELAY,
         );

@@ -10,8 +10,16 @@
 //! Orderly consumption moves a batch into a second map (`consuming_msg_orderly_tree_map`) while
 //! the listener runs, so the batch can be committed (removed for good) or rolled back (returned)
 //! as a unit.
+//!
+//! What the map holds per offset depends on who needs the message ([`Cached`]). Orderly
+//! consumption takes its batches out of the map, so the map holds the messages themselves. With
+//! concurrent consumption the pulled messages go straight into consume batches; Java's tree and
+//! its batches share one object, and here the map shares the batch (an `Arc`) once its listener
+//! call starts — the only time the expiry sweep may need a message back — instead of holding a
+//! second copy of every message (that copy and its drop were a fifth of a push consumer's CPU).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
@@ -30,10 +38,62 @@ pub const PULL_MAX_IDLE_TIME: Duration = Duration::from_millis(120_000);
 /// Most stuck messages cleaned per queue per sweep (Java's loop bound in `cleanExpiredMsg`).
 pub const CLEAN_EXPIRED_MAX_PER_SWEEP: usize = 16;
 
+/// One cached offset.
+#[derive(Debug)]
+enum Cached {
+    /// The message itself ([`ProcessQueue::put_message`]; orderly consumption takes it from here).
+    Held(MessageExt),
+    /// Concurrent consumption ([`ProcessQueue::track_messages`]): the message travels in its
+    /// consume batch; the cache keeps its body size and, once the batch's listener call started,
+    /// the batch and the start time for the expiry sweep.
+    Tracked {
+        body_len: i64,
+        started: Option<Started>,
+    },
+}
+
+/// A concurrent batch whose listener call is running.
+#[derive(Debug)]
+struct Started {
+    /// Epoch milliseconds the listener call started.
+    at: i64,
+    batch: Arc<Vec<MessageExt>>,
+    /// Index of this offset's message in `batch`.
+    index: usize,
+}
+
+impl Cached {
+    fn body_len(&self) -> i64 {
+        match self {
+            Cached::Held(msg) => body_len(msg),
+            Cached::Tracked { body_len, .. } => *body_len,
+        }
+    }
+
+    /// When consumption started (the `CONSUME_START_TIME` stamp of a held message).
+    fn consume_start(&self) -> Option<i64> {
+        match self {
+            Cached::Held(msg) => msg
+                .properties
+                .get(keys::CONSUME_START_TIMESTAMP)
+                .and_then(|v| v.parse::<i64>().ok()),
+            Cached::Tracked { started, .. } => started.as_ref().map(|s| s.at),
+        }
+    }
+
+    /// The message, if the cache can produce it (a tracked one only while its batch runs).
+    fn message(&self) -> Option<&MessageExt> {
+        match self {
+            Cached::Held(msg) => Some(msg),
+            Cached::Tracked { started, .. } => started.as_ref().and_then(|s| s.batch.get(s.index)),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Cache {
     /// offset → message not yet consumed (and, for orderly, not taken).
-    msg_tree_map: BTreeMap<i64, MessageExt>,
+    msg_tree_map: BTreeMap<i64, Cached>,
     /// Orderly only: the batch the listener is working on.
     consuming_msg_orderly_tree_map: BTreeMap<i64, MessageExt>,
     /// Messages cached in both maps.
@@ -84,9 +144,24 @@ impl ProcessQueue {
         }
     }
 
-    /// Caches pulled messages. Returns whether the caller should dispatch a consume task (i.e.
-    /// there is something to consume and no task is assigned yet — orderly relies on this).
+    /// Caches pulled messages (copies: orderly consumption takes them from here). Returns
+    /// whether the caller should dispatch a consume task (i.e. there is something to consume and
+    /// no task is assigned yet — orderly relies on this).
     pub fn put_message(&self, msgs: &[MessageExt]) -> bool {
+        self.put(msgs, |msg| Cached::Held(msg.clone()))
+    }
+
+    /// Concurrent consumption: records pulled messages by offset and size without copying them
+    /// (they travel in their consume batches; see [`ProcessQueue::mark_consume_start`]). Returns
+    /// what [`ProcessQueue::put_message`] returns.
+    pub fn track_messages(&self, msgs: &[MessageExt]) -> bool {
+        self.put(msgs, |msg| Cached::Tracked {
+            body_len: body_len(msg),
+            started: None,
+        })
+    }
+
+    fn put(&self, msgs: &[MessageExt], cached: impl Fn(&MessageExt) -> Cached) -> bool {
         let mut cache = self.cache.lock();
         let mut valid = 0;
         for msg in msgs {
@@ -96,7 +171,7 @@ impl ProcessQueue {
             valid += 1;
             cache.queue_offset_max = msg.queue_offset;
             cache.msg_size += body_len(msg);
-            cache.msg_tree_map.insert(msg.queue_offset, msg.clone());
+            cache.msg_tree_map.insert(msg.queue_offset, cached(msg));
         }
         cache.msg_count += valid;
         let mut dispatch = false;
@@ -134,7 +209,7 @@ impl ProcessQueue {
         for msg in msgs {
             if let Some(prev) = cache.msg_tree_map.remove(&msg.queue_offset) {
                 removed += 1;
-                cache.msg_size -= body_len(&prev);
+                cache.msg_size -= prev.body_len();
             }
         }
         cache.msg_count -= removed;
@@ -189,7 +264,13 @@ impl ProcessQueue {
             .store(now_millis(), Ordering::Relaxed);
         let mut result = Vec::with_capacity(batch_size.min(cache.msg_tree_map.len()));
         while result.len() < batch_size {
-            let Some((offset, msg)) = cache.msg_tree_map.pop_first() else {
+            let Some((offset, cached)) = cache.msg_tree_map.pop_first() else {
+                break;
+            };
+            let Cached::Held(msg) = cached else {
+                // Orderly consumers only ever hold messages; a tracked entry has nothing to hand
+                // out, so it is put back and the batch ends before it.
+                cache.msg_tree_map.insert(offset, cached);
                 break;
             };
             cache
@@ -221,7 +302,11 @@ impl ProcessQueue {
     pub fn rollback(&self) {
         let mut cache = self.cache.lock();
         let consuming = std::mem::take(&mut cache.consuming_msg_orderly_tree_map);
-        cache.msg_tree_map.extend(consuming);
+        cache.msg_tree_map.extend(
+            consuming
+                .into_iter()
+                .map(|(offset, msg)| (offset, Cached::Held(msg))),
+        );
     }
 
     /// Orderly: returns `msgs` (with their updated reconsume times) from the taken batch to the
@@ -232,7 +317,9 @@ impl ProcessQueue {
             cache
                 .consuming_msg_orderly_tree_map
                 .remove(&msg.queue_offset);
-            cache.msg_tree_map.insert(msg.queue_offset, msg.clone());
+            cache
+                .msg_tree_map
+                .insert(msg.queue_offset, Cached::Held(msg.clone()));
         }
     }
 
@@ -263,26 +350,37 @@ impl ProcessQueue {
             .msg_tree_map
             .values()
             .take(CLEAN_EXPIRED_MAX_PER_SWEEP)
-            .take_while(|msg| {
-                msg.properties
-                    .get(keys::CONSUME_START_TIMESTAMP)
-                    .and_then(|v| v.parse::<i64>().ok())
+            .take_while(|cached| {
+                cached
+                    .consume_start()
                     .is_some_and(|start| now - start > limit)
             })
+            .map_while(Cached::message)
             .cloned()
             .collect()
     }
 
-    /// Stamps `CONSUME_START_TIME` on the cached copies of `msgs`, so that the expiry sweep sees
-    /// when their consumption started.
-    pub fn mark_consume_start(&self, msgs: &[MessageExt], millis: i64) {
+    /// The listener call of `batch` starts at `millis` (`stamp` is the same time as text, the
+    /// batch's `CONSUME_START_TIME`): held copies get the stamp, tracked entries the batch
+    /// itself, so that the expiry sweep sees when their consumption started and can send a stuck
+    /// message back.
+    pub fn mark_consume_start(&self, batch: &Arc<Vec<MessageExt>>, millis: i64, stamp: &str) {
         let mut cache = self.cache.lock();
-        let stamp = millis.to_string();
-        for msg in msgs {
-            if let Some(cached) = cache.msg_tree_map.get_mut(&msg.queue_offset) {
-                cached
-                    .properties
-                    .insert(keys::CONSUME_START_TIMESTAMP, stamp.clone());
+        for (index, msg) in batch.iter().enumerate() {
+            match cache.msg_tree_map.get_mut(&msg.queue_offset) {
+                Some(Cached::Held(cached)) => {
+                    cached
+                        .properties
+                        .insert(keys::CONSUME_START_TIMESTAMP, stamp);
+                }
+                Some(Cached::Tracked { started, .. }) => {
+                    *started = Some(Started {
+                        at: millis,
+                        batch: Arc::clone(batch),
+                        index,
+                    });
+                }
+                None => {}
             }
         }
     }
@@ -449,6 +547,36 @@ mod tests {
         assert!(pq.take_messages(1).is_empty());
         assert!(!pq.is_consuming());
         assert!(pq.put_message(&[msg(5, "y")]));
+    }
+
+    #[test]
+    fn tracked_messages_are_counted_and_shared_with_their_running_batch() {
+        let pq = ProcessQueue::new();
+        let msgs: Vec<_> = (20..24).map(|o| msg(o, "abc")).collect();
+        assert!(pq.track_messages(&msgs));
+        assert_eq!(pq.msg_count(), 4);
+        assert_eq!(pq.msg_size(), 12);
+        // Nothing started yet: nothing can be expired.
+        assert!(pq.expired_head_messages(Duration::ZERO).is_empty());
+
+        let old = now_millis() - 60_000;
+        let head = Arc::new(msgs.get(..2).unwrap_or_default().to_vec());
+        pq.mark_consume_start(&head, old, &old.to_string());
+        let expired = pq.expired_head_messages(Duration::from_secs(30));
+        assert_eq!(
+            expired.iter().map(|m| m.queue_offset).collect::<Vec<_>>(),
+            vec![20, 21],
+            "the running head batch is handed back from the batch itself"
+        );
+        let fresh = Arc::new(msgs.get(2..).unwrap_or_default().to_vec());
+        pq.mark_consume_start(&fresh, now_millis(), "0");
+        assert_eq!(pq.expired_head_messages(Duration::from_secs(30)).len(), 2);
+
+        // Commits follow the lowest unfinished offset, as for held messages.
+        assert_eq!(pq.remove_message(&fresh), 20);
+        assert_eq!(pq.remove_message(&head), 24);
+        assert_eq!(pq.msg_count(), 0);
+        assert_eq!(pq.msg_size(), 0);
     }
 
     #[test]

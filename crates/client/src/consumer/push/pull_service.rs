@@ -86,6 +86,22 @@ impl PullMessageService {
         );
     }
 
+    /// Runs `task` after `delay`, or at once when the service stops first (for work that must
+    /// not be lost on shutdown, such as a delayed broker unlock).
+    pub fn execute_task_later_or_at_stop<Fut>(&self, task: Fut, delay: Duration)
+    where
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let stop = self.stop.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = tokio::time::sleep(delay) => {}
+            }
+            task.await;
+        });
+    }
+
     /// Runs `task` after `delay` unless the service stops first.
     pub fn execute_task_later<Fut>(&self, task: Fut, delay: Duration)
     where

@@ -123,10 +123,18 @@ impl ConsumerStatsManager {
     fn with(&self, topic: &str, f: impl FnOnce(&mut TopicStats, u64)) {
         let second = self.second();
         let mut topics = self.topics.lock();
-        let stats = topics
-            .entry(topic.to_owned())
-            .or_insert_with(TopicStats::new);
-        f(stats, second);
+        // Look up by `&str` first: `entry` would allocate the topic name on every update, and
+        // updates happen several times per consumed message.
+        if let Some(stats) = topics.get_mut(topic) {
+            f(stats, second);
+            return;
+        }
+        f(
+            topics
+                .entry(topic.to_owned())
+                .or_insert_with(TopicStats::new),
+            second,
+        );
     }
 
     pub fn inc_pull_rt(&self, topic: &str, rt_millis: u64) {
