@@ -372,9 +372,7 @@ impl CommitLog {
         msg.body_crc = record::body_crc(&msg.body);
         let len = self.record_len(&msg)?;
         msg.store_size = i32::try_from(len).map_err(|_| PutMessageStatus::MessageIllegal)?;
-        let tran = sysflag::transaction_type(msg.sys_flag);
-        let counted = tran != sysflag::TRANSACTION_PREPARED_TYPE
-            && tran != sysflag::TRANSACTION_ROLLBACK_TYPE;
+        let counted = sysflag::gets_queue_unit(msg.sys_flag);
 
         let mut table = self.writer.lock();
         let file = self.reserve(len)?;
@@ -421,9 +419,7 @@ impl CommitLog {
         if n == 0 || n > MAX_BATCH_MESSAGES {
             return Err(PutMessageStatus::MessageIllegal);
         }
-        let tran = sysflag::transaction_type(batch.sys_flag);
-        if tran == sysflag::TRANSACTION_PREPARED_TYPE || tran == sysflag::TRANSACTION_ROLLBACK_TYPE
-        {
+        if !sysflag::gets_queue_unit(batch.sys_flag) {
             return Err(PutMessageStatus::MessageIllegal);
         }
         let body_total: usize = batch.messages.iter().map(|m| m.body.len()).sum();

@@ -110,13 +110,12 @@ impl<'a> DispatchRequest<'a> {
 
     /// Whether the record gets a ConsumeQueue unit (not PREPARED or ROLLBACK).
     pub fn is_consumable(&self) -> bool {
-        let tran = sysflag::transaction_type(self.sys_flag);
-        tran == sysflag::TRANSACTION_NOT_TYPE || tran == sysflag::TRANSACTION_COMMIT_TYPE
+        sysflag::gets_queue_unit(self.sys_flag)
     }
 
     /// Whether the record gets index entries (everything but ROLLBACK).
     pub fn is_indexed(&self) -> bool {
-        sysflag::transaction_type(self.sys_flag) != sysflag::TRANSACTION_ROLLBACK_TYPE
+        sysflag::gets_index_entries(self.sys_flag)
     }
 }
 

@@ -386,14 +386,14 @@ impl<'a> Coverage<'a> {
     }
 
     fn indexed(&self, view: &record::RecordView<'_>) -> bool {
-        sysflag::transaction_type(view.sys_flag) == sysflag::TRANSACTION_ROLLBACK_TYPE
+        !sysflag::gets_index_entries(view.sys_flag)
             || self.index_end.is_none_or(|e| view.commit_log_offset <= e)
     }
 
     /// Verification scan: matches a verified record with its unit (see the type docs).
     fn confirm(&mut self, view: &record::RecordView<'_>, delay_levels_ms: &[i64]) {
         let indexed = self.indexed(view);
-        let queued = !is_consumable(view.sys_flag)
+        let queued = !sysflag::gets_queue_unit(view.sys_flag)
             || self.known(view.topic, view.queue_id).is_some_and(|known| {
                 let unit = known.queue.read().get(view.queue_offset);
                 let matches = unit.is_some_and(|unit| {
@@ -418,7 +418,7 @@ impl<'a> Coverage<'a> {
         if !self.indexed(view) {
             return false;
         }
-        if !is_consumable(view.sys_flag) {
+        if !sysflag::gets_queue_unit(view.sys_flag) {
             return true;
         }
         let Some(known) = self.known(view.topic, view.queue_id) else {
@@ -429,12 +429,6 @@ impl<'a> Coverage<'a> {
             unit.commit_log_offset == view.commit_log_offset && unit.size == view.total_size
         })
     }
-}
-
-/// Whether a record with `sys_flag` gets a ConsumeQueue unit (not PREPARED or ROLLBACK).
-fn is_consumable(sys_flag: i32) -> bool {
-    let tran = sysflag::transaction_type(sys_flag);
-    tran == sysflag::TRANSACTION_NOT_TYPE || tran == sysflag::TRANSACTION_COMMIT_TYPE
 }
 
 /// Where a damaged queue must be refilled from: the end of its last unit (a record boundary), or

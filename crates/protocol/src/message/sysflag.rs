@@ -49,6 +49,19 @@ pub fn with_transaction_type(sys_flag: i32, kind: i32) -> i32 {
     (sys_flag & !TRANSACTION_TYPE_MASK) | (kind & TRANSACTION_TYPE_MASK)
 }
 
+/// Whether a stored record with `sys_flag` gets a queue offset and a ConsumeQueue unit: every
+/// transaction type but PREPARED and ROLLBACK (a half message, or the record of a rollback, is
+/// never consumable from its topic).
+pub fn gets_queue_unit(sys_flag: i32) -> bool {
+    let tran = transaction_type(sys_flag);
+    tran == TRANSACTION_NOT_TYPE || tran == TRANSACTION_COMMIT_TYPE
+}
+
+/// Whether a stored record with `sys_flag` gets IndexFile entries: everything but ROLLBACK.
+pub fn gets_index_entries(sys_flag: i32) -> bool {
+    transaction_type(sys_flag) != TRANSACTION_ROLLBACK_TYPE
+}
+
 /// Whether the body is compressed.
 pub fn is_compressed(sys_flag: i32) -> bool {
     sys_flag & COMPRESSED != 0
@@ -108,6 +121,21 @@ mod tests {
             transaction_type(with_transaction_type(committed, TRANSACTION_NOT_TYPE)),
             TRANSACTION_NOT_TYPE
         );
+    }
+
+    #[test]
+    fn only_not_and_commit_records_get_queue_units_and_only_rollback_skips_the_index() {
+        let other_bits = COMPRESSED | BORNHOST_V6;
+        for (kind, unit, index) in [
+            (TRANSACTION_NOT_TYPE, true, true),
+            (TRANSACTION_PREPARED_TYPE, false, true),
+            (TRANSACTION_COMMIT_TYPE, true, true),
+            (TRANSACTION_ROLLBACK_TYPE, false, false),
+        ] {
+            let flag = with_transaction_type(other_bits, kind);
+            assert_eq!(gets_queue_unit(flag), unit, "kind {kind:#x}");
+            assert_eq!(gets_index_entries(flag), index, "kind {kind:#x}");
+        }
     }
 
     #[test]
