@@ -280,3 +280,23 @@ pub async fn max_offset(
     let h: GetMaxOffsetResponseHeader = rsp.decode_header()?;
     Ok(h.offset)
 }
+
+/// Bytes appended to the CommitLog but not yet dispatched to ConsumeQueues, from
+/// GET_BROKER_RUNTIME_INFO's `dispatchBehindBytes`. Under ASYNC_FLUSH a send is acknowledged
+/// before its dispatch, so a check that counts ConsumeQueue entries waits for this to reach 0.
+pub async fn dispatch_behind_bytes(client: &RemotingClient, addr: &str) -> Result<i64> {
+    let rsp = client
+        .invoke(
+            addr,
+            RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo),
+            RPC_TIMEOUT,
+        )
+        .await?;
+    check_success(&rsp)?;
+    let kv: comet_protocol::body::KvTable =
+        comet_protocol::body::from_fastjson(&rsp.body.clone().unwrap_or_default())?;
+    kv.table
+        .get("dispatchBehindBytes")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| Error::Violation("runtime info without dispatchBehindBytes".into()))
+}

@@ -125,6 +125,20 @@ async fn async_flood_answers_every_send_and_stores_every_acknowledged_one() {
         FLOOD as i64,
         "every async send was answered"
     );
+    // Acknowledged under ASYNC_FLUSH means appended; wait until dispatch has caught up with the
+    // CommitLog before counting ConsumeQueue entries.
+    let settle = Instant::now();
+    while wire::dispatch_behind_bytes(&client, &serve.broker)
+        .await
+        .expect("runtime info")
+        > 0
+    {
+        assert!(
+            settle.elapsed() < SETTLE_TIMEOUT,
+            "dispatch never caught up with the CommitLog"
+        );
+        tokio::time::sleep(SETTLE_POLL).await;
+    }
     let stored = stored_count(&client, &serve.broker).await;
     eprintln!(
         "ASYNC_FLUSH: {FLOOD} async sends answered in {:.2}s: {acked} acked, {busy} SYSTEM_BUSY; \
