@@ -35,9 +35,13 @@ const PANIC: i32 = 102;
 const GET_CONSUMER_RUNNING_INFO: i32 = 307;
 const CALL_BACK: i32 = 500;
 
-/// Hang guard for anything that should complete promptly.
-const GUARD: Duration = Duration::from_secs(5);
+/// Hang guard for anything that should complete promptly (generous for a loaded CI box: only a
+/// failing test waits this long).
+const GUARD: Duration = Duration::from_secs(30);
 const RPC_TIMEOUT: Duration = Duration::from_secs(3);
+/// Idle timeout of the idle-close test: long enough that a starved server task still reads the
+/// bad frame sent right after connecting before the idle timer fires.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
 
 async fn guard<T>(what: &str, fut: impl Future<Output = T>) -> T {
     match tokio::time::timeout(GUARD, fut).await {
@@ -783,7 +787,7 @@ async fn idle_connection_is_closed_and_events_fire() {
     let events = listener.clone();
     let (server, addr) = start(
         ServerConfig {
-            idle_timeout: Some(Duration::from_millis(200)),
+            idle_timeout: Some(IDLE_TIMEOUT),
             ..ServerConfig::new("127.0.0.1:0")
         },
         move |s| s.set_channel_event_listener(events),

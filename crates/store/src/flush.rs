@@ -37,9 +37,17 @@ use crate::mapped_file::OS_PAGE_SIZE;
 pub const SHUTDOWN_FLUSH_RETRIES: usize = 10;
 
 /// A wake-up signal with memory: a `wake` before the `wait` is not lost.
+///
+/// Appends call `wake` once per message, so it must cost next to nothing when the service is
+/// already awake or already woken: two atomics decide that, and the mutex and the futex call are
+/// only taken when the service thread actually sleeps. (`pending` and `sleeping` are a
+/// store-then-load pair on each side, hence `SeqCst`: either the waker sees the sleeper, or the
+/// sleeper sees the wake-up before it sleeps.)
 #[derive(Debug, Default)]
 pub struct Waker {
-    pending: Mutex<bool>,
+    pending: AtomicBool,
+    sleeping: AtomicBool,
+    lock: Mutex<()>,
     cv: Condvar,
 }
 
@@ -50,20 +58,30 @@ impl Waker {
 
     /// Wakes the waiter (or makes its next wait return immediately).
     pub fn wake(&self) {
-        let mut pending = self.pending.lock();
-        if !*pending {
-            *pending = true;
+        if self.pending.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.sleeping.load(Ordering::SeqCst) {
+            // Taking the lock orders this notify after the sleeper's own check: it holds the
+            // lock from before it announced itself until the condvar wait releases it.
+            let _guard = self.lock.lock();
             self.cv.notify_all();
         }
     }
 
     /// Waits until woken or `timeout` passes; consumes the wake-up. Returns whether it was woken.
     pub fn wait(&self, timeout: Duration) -> bool {
-        let mut pending = self.pending.lock();
-        if !*pending {
-            let _ = self.cv.wait_for(&mut pending, timeout);
+        if self.pending.swap(false, Ordering::SeqCst) {
+            return true;
         }
-        std::mem::replace(&mut *pending, false)
+        let mut guard = self.lock.lock();
+        self.sleeping.store(true, Ordering::SeqCst);
+        if !self.pending.load(Ordering::SeqCst) {
+            let _ = self.cv.wait_for(&mut guard, timeout);
+        }
+        self.sleeping.store(false, Ordering::SeqCst);
+        drop(guard);
+        self.pending.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -391,5 +409,29 @@ mod tests {
         // Whether the wake lands before or during the wait, the waiter must report it.
         w.wake();
         assert_eq!(t.join().ok(), Some(true));
+    }
+
+    /// Ping-pong between two threads: a wake-up lost between the atomics and the condvar would
+    /// leave one side waiting out its (long) timeout and report `false`.
+    #[test]
+    fn waker_loses_no_wake_up_in_a_ping_pong() {
+        const ROUNDS: usize = 20_000;
+        const HANG_GUARD: Duration = Duration::from_secs(60);
+        let ping = Arc::new(Waker::new());
+        let pong = Arc::new(Waker::new());
+        let (ping2, pong2) = (Arc::clone(&ping), Arc::clone(&pong));
+        let t = std::thread::spawn(move || {
+            (0..ROUNDS).all(|_| {
+                let woken = ping2.wait(HANG_GUARD);
+                pong2.wake();
+                woken
+            })
+        });
+        let mine = (0..ROUNDS).all(|_| {
+            ping.wake();
+            pong.wait(HANG_GUARD)
+        });
+        assert!(mine, "a pong was lost");
+        assert_eq!(t.join().ok(), Some(true), "a ping was lost");
     }
 }

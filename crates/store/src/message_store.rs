@@ -535,7 +535,7 @@ impl MessageStore {
         let mut status = PutMessageStatus::PutOk;
         match self.flusher.mode() {
             FlushDiskType::AsyncFlush => {
-                self.reput.wake();
+                self.reput.dispatch_now();
                 self.flusher.wake_if_needed();
             }
             FlushDiskType::SyncFlush if wait => {

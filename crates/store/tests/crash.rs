@@ -23,7 +23,10 @@ const WRITERS: i32 = 4;
 const TOPIC: &str = "Crash";
 /// The parent waits for at least this many acks before arming the kill.
 const MIN_ACKS_BEFORE_KILL: usize = 20;
-const CHILD_START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Hang guards (only a failing round waits this long): the child reaching its first acks, and
+/// the reopened store dispatching the recovered log.
+const CHILD_START_TIMEOUT: Duration = Duration::from_secs(60);
+const DISPATCH_WAIT: Duration = Duration::from_secs(60);
 
 fn side_file(dir: &Path) -> std::path::PathBuf {
     dir.join("acked.log")
@@ -163,7 +166,7 @@ fn crash_kill_and_recover() {
             store.recovery_report().abnormal,
             "the killed child left its abort file"
         );
-        assert!(store.wait_dispatched(store.max_phy_offset(), Duration::from_secs(10)));
+        assert!(store.wait_dispatched(store.max_phy_offset(), DISPATCH_WAIT));
         for a in &acked {
             let m = store
                 .lookup_message_by_offset(a.phys)

@@ -25,7 +25,9 @@ const RECORDS: usize = 300;
 /// How many of the newest records the damage is applied to.
 const DAMAGED_TAIL_RECORDS: usize = 3;
 const FLIP_CASES: usize = 100;
-const WAIT: Duration = Duration::from_secs(10);
+/// Hang guard for asynchronous effects: only a failing test waits this long, so it is generous
+/// enough for a loaded 2-core CI box.
+const WAIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
 struct Rec {
