@@ -7,7 +7,6 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{
@@ -56,9 +55,9 @@ fn listening_client() -> (RemotingClient, mpsc::UnboundedReceiver<String>) {
 }
 
 async fn next_notify(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
-    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+    tokio::time::timeout(common::WAIT_DEADLINE, rx.recv())
         .await
-        .expect("NOTIFY_CONSUMER_IDS_CHANGED within 10 s")
+        .expect("NOTIFY_CONSUMER_IDS_CHANGED within the deadline")
         .expect("recorder alive")
 }
 

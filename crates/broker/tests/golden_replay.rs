@@ -514,6 +514,17 @@ async fn replay_sends(peer: &str, topic: &str) -> TestResult {
         })
         .ok_or("no FOUND pull")?;
     let theirs = decode_records(&theirs.cmd.body.clone().unwrap_or_default(), true)?;
+    // The sends were acknowledged once appended; the pull reads the ConsumeQueue, which
+    // asynchronous dispatch fills after that.
+    let store = Arc::clone(broker.store());
+    let dispatched = tokio::task::spawn_blocking(move || {
+        store.wait_dispatched(store.max_phy_offset(), WAIT_DEADLINE)
+    })
+    .await?;
+    assert!(
+        dispatched,
+        "{peer}: dispatch caught up within {WAIT_DEADLINE:?}"
+    );
     let rsp = broker
         .invoke(pull(&format!("{topic}_PULL"), topic, 0, 0, PULL_BATCH))
         .await;

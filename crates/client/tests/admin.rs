@@ -213,15 +213,26 @@ async fn topic_group_and_message_administration() {
     assert_eq!(outcomes.len(), 1);
     assert_eq!(outcomes[0].topic, topic);
     assert_eq!(outcomes[0].error, None);
-    let after: i64 = admin
-        .topic_stats(topic)
-        .await
-        .expect("stats")
-        .offset_table
-        .values()
-        .map(|o| o.max_offset)
-        .sum();
-    assert_eq!(after, before + 1);
+    // The resend is acknowledged once appended; the topic's ConsumeQueue follows by dispatch.
+    let resent_in_queues = wait_until(|| {
+        let admin = &admin;
+        async move {
+            admin
+                .topic_stats(topic)
+                .await
+                .expect("stats")
+                .offset_table
+                .values()
+                .map(|o| o.max_offset)
+                .sum::<i64>()
+                == before + 1
+        }
+    })
+    .await;
+    assert!(
+        resent_in_queues,
+        "the resent message reached the topic's queues"
+    );
 
     consumer.shutdown().await;
     producer.shutdown().await;

@@ -71,6 +71,8 @@ async fn pulls_what_was_sent_and_committed_offsets_survive_a_restart() {
         }
         sent.insert(body);
     }
+    // Pulls read the ConsumeQueues, which dispatch fills after the sends were acknowledged.
+    env.wait_dispatched().await;
 
     let consumer = start_consumer(&env).await;
     let queues = consumer

@@ -63,8 +63,9 @@ async fn clustering_consumer_gets_every_message_and_shutdown_persists_offsets() 
     );
     consumer.shutdown().await;
     assert_eq!(consumer.service_state(), ServiceState::ShutdownAlready);
+    // Shutdown persists the offsets with oneway updates: the broker applies them shortly after.
     for q in 0..4 {
-        assert_eq!(cluster.committed_offset(group, topic, q), 10, "queue {q}");
+        cluster.wait_committed(group, topic, q, 10).await;
     }
     // A shut down consumer cannot be restarted.
     assert!(matches!(
@@ -130,6 +131,9 @@ async fn consume_from_first_last_and_timestamp() {
     let producer = producer(&cluster).await;
     let broker = cluster.broker_name();
     let old = send_bodies(&producer, topic, &broker, None, 2, "old", 10).await;
+    // LAST_OFFSET and TIMESTAMP start from the ConsumeQueues: every old message must be in them
+    // before a consumer computes its start, or an undispatched one would count as new.
+    cluster.wait_dispatched().await;
     // A timestamp strictly after every old message and before every new one.
     let boundary = now_millis() + 1;
     while now_millis() <= boundary {
@@ -366,6 +370,8 @@ async fn flow_control_engages_at_count_span_and_size_thresholds() {
     let producer = producer(&cluster).await;
     let broker = cluster.broker_name();
     let bodies = send_bodies(&producer, topic, &broker, Some(0), 1, "f", 10).await;
+    // The count phase expects the first pull to return a full batch of 2.
+    cluster.wait_dispatched().await;
 
     // Count: more than one cached message stops pulling while the listener is held.
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
@@ -482,6 +488,8 @@ async fn offset_beyond_the_log_recovers_through_offset_illegal() {
     let broker = cluster.broker_name();
     let group = "push_illegal_group";
     let _old = send_bodies(&producer, topic, &broker, Some(0), 1, "old", 5).await;
+    // The corrected offset is the queue's max when the pull is answered: all 5 dispatched.
+    cluster.wait_dispatched().await;
     // The group's stored offset points far past the end of the queue.
     cluster
         .broker()
@@ -690,10 +698,11 @@ async fn suspend_stops_pulling_until_resume() {
 
     consumer.suspend();
     assert!(consumer.is_paused());
-    // The long poll in flight at suspension completes with this probe; every later turn of the
-    // pull loop finds the consumer paused and only re-queues itself (stamping the pull time).
-    let probe = send_bodies(&producer, topic, &broker, Some(0), 1, "probe", 1).await;
-    collect_bodies(&mut rx, &mut seen, &probe).await;
+    // At suspension a long poll may be in flight, or the loop may not have issued its next pull
+    // yet (a slow box can deliver the batch before the pull task runs again) and so finds the
+    // pause first. The probe completes a pull in flight; either way, once the loop has turned
+    // after the probe was sent, every turn finds the consumer paused and only re-queues itself
+    // (stamping the pull time), so no pull is in flight any more.
     let pq = consumer.process_queue(&mq).expect("owned");
     let turns_after = |stamp: i64, turns: usize| {
         let pq = Arc::clone(&pq);
@@ -713,15 +722,40 @@ async fn suspend_stops_pulling_until_resume() {
             last
         }
     };
-    let stamp = turns_after(pq.last_pull_timestamp(), 2).await;
+    let before_probe = pq.last_pull_timestamp();
+    let probe = send_bodies(&producer, topic, &broker, Some(0), 1, "probe", 1).await;
+    let stamp = turns_after(before_probe, 2).await;
+    // A probe taken by the in-flight pull leaves the cache once delivered.
+    assert!(
+        wait_until(|| {
+            let cached = pq.msg_count();
+            async move { cached == 0 }
+        })
+        .await,
+        "the probe taken by the in-flight pull is consumed"
+    );
+    let mut during_pause = Vec::new();
+    while let Ok(d) = rx.try_recv() {
+        during_pause.push(d.body);
+    }
     let later = send_bodies(&producer, topic, &broker, Some(0), 1, "after", 2).await;
     turns_after(stamp, 2).await;
-    assert!(rx.try_recv().is_err(), "nothing is pulled while suspended");
-    assert_eq!(pq.msg_count(), 0);
+    assert_eq!(pq.msg_count(), 0, "nothing is pulled while suspended");
+    while let Ok(d) = rx.try_recv() {
+        assert!(
+            !d.body.starts_with("after"),
+            "{} was pulled while suspended",
+            d.body
+        );
+        during_pause.push(d.body);
+    }
 
     consumer.resume();
+    // The probe, unless the pull in flight at suspension took it, comes after the resume.
+    let mut expected = later;
+    expected.extend(probe.into_iter().filter(|p| !during_pause.contains(p)));
     let mut after_seen = Vec::new();
-    collect_bodies(&mut rx, &mut after_seen, &later).await;
+    collect_bodies(&mut rx, &mut after_seen, &expected).await;
     consumer.shutdown().await;
     producer.shutdown().await;
     cluster.shutdown().await;

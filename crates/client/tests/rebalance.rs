@@ -20,8 +20,9 @@ use tokio::sync::mpsc;
 
 /// Far longer than the test: only notifications can trigger a rebalance.
 const LONG_REBALANCE_INTERVAL: Duration = Duration::from_secs(60);
-/// A membership change must be acted on well within the 20 s default period.
-const REBALANCE_LATENCY_BOUND: Duration = Duration::from_secs(10);
+/// A membership change must be acted on through the notification: well before the periodic
+/// rebalance above could (half its interval leaves a loaded CI box ample room).
+const REBALANCE_LATENCY_BOUND: Duration = Duration::from_secs(30);
 const QUEUES: i32 = 8;
 
 struct Member {

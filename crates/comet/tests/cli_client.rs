@@ -7,6 +7,8 @@ use comet_broker::{BrokerConfig, BrokerController};
 use comet_namesrv::{NameServer, NamesrvConfig};
 
 const TOPIC: &str = "CliSmokeTopic";
+/// Hang guard for the broker's dispatch to catch up with the produced messages.
+const DISPATCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Runs `comet <args>` on a blocking thread and returns its stdout; fails on a non-zero exit.
 async fn comet(args: Vec<String>) -> String {
@@ -78,6 +80,18 @@ async fn produce_consume_and_list() {
         .collect();
     assert_eq!(sent.len(), 6);
     assert!(sent.iter().all(|v| v["sendStatus"] == "SendOk"));
+    // A send is acknowledged once appended; consume and group progress read the ConsumeQueues,
+    // which asynchronous dispatch fills a little later.
+    let store = std::sync::Arc::clone(&broker.context().store);
+    let dispatched = tokio::task::spawn_blocking(move || {
+        store.wait_dispatched(store.max_phy_offset(), DISPATCH_DEADLINE)
+    })
+    .await
+    .expect("dispatch wait task");
+    assert!(
+        dispatched,
+        "dispatch caught up within {DISPATCH_DEADLINE:?}"
+    );
 
     let pulled = comet(args(&[
         "consume",

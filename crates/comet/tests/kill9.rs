@@ -219,7 +219,16 @@ async fn kill9_keeps_acknowledged_messages_and_persisted_offsets() {
         );
     }
     // A pull creates the subscription group (autoCreateSubscriptionGroup), as a consumer's would.
-    let first = pull_all(&client, &serve.broker, 1).await;
+    // The sends were acknowledged once flushed; the ConsumeQueue the pull reads follows by
+    // asynchronous dispatch, so read until the queue is complete.
+    let started = Instant::now();
+    let first = loop {
+        let first = pull_all(&client, &serve.broker, 1).await;
+        if first.len() >= 25 || started.elapsed() >= DEADLINE {
+            break first;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(
         first.len(),
         25,

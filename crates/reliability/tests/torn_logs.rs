@@ -24,7 +24,7 @@ const CQ_UNIT: u64 = 20;
 /// A clean stop must finish within this.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait for acknowledged messages to be dispatched to their ConsumeQueues.
-const DISPATCH_DEADLINE: Duration = Duration::from_secs(10);
+const DISPATCH_DEADLINE: Duration = Duration::from_secs(60);
 /// Which byte of a body the bit flip hits (inside the id, so the damage cannot go unnoticed by
 /// the test itself either).
 const BODY_FLIP_INDEX: u64 = 12;

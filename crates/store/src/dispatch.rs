@@ -547,7 +547,7 @@ mod tests {
             .map(|t| {
                 let (commit_log, reput) = (Arc::clone(&commit_log), Arc::clone(&reput));
                 std::thread::spawn(move || {
-                    for i in 0..PER_THREAD {
+                    for _ in 0..PER_THREAD {
                         let mut msg = MessageExt::new("InlineDispatch", vec![7u8; 16].into());
                         msg.queue_id = i32::try_from(t).expect("small") % QUEUES;
                         msg.born_host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));

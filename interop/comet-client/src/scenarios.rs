@@ -1172,6 +1172,15 @@ async fn pull_offsets_survive_restart(ctx: Ctx) -> Outcome {
     ctx.create_topic(&topic, QUEUES).await?;
     let bodies: Vec<String> = (0..SEND_COUNT * 2).map(|i| format!("pull-{i}")).collect();
     send_bodies(&ctx, "pull_restart", &topic, &bodies).await?;
+    // Acknowledged sends reach the ConsumeQueues by asynchronous dispatch: read until every
+    // message is there before working queue by queue.
+    let stored_all = ctx.read_topic(&topic, bodies.len()).await?;
+    ensure!(
+        stored_all.len() == bodies.len(),
+        "{} of {} messages stored",
+        stored_all.len(),
+        bodies.len()
+    );
     // Each queue holds 4 messages (round-robin); the first run consumes 2 of each.
     let first_take = 2;
     let mut seen = Vec::new();
@@ -1368,6 +1377,15 @@ async fn admin_consumer_lag(ctx: Ctx) -> Outcome {
     ctx.create_topic(&topic, QUEUES).await?;
     let bodies: Vec<String> = (0..SEND_COUNT * 2).map(|i| format!("lag-{i}")).collect();
     send_bodies(&ctx, "lag", &topic, &bodies).await?;
+    // Acknowledged sends reach the ConsumeQueues by asynchronous dispatch: read until every
+    // message is there before working queue by queue.
+    let stored_all = ctx.read_topic(&topic, bodies.len()).await?;
+    ensure!(
+        stored_all.len() == bodies.len(),
+        "{} of {} messages stored",
+        stored_all.len(),
+        bodies.len()
+    );
     let consumer =
         DefaultMQPullConsumer::new(PullConsumerConfig::new(group.clone(), ctx.client("lag")));
     consumer.start().await.step("pull consumer start")?;

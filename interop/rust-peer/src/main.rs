@@ -1259,6 +1259,9 @@ impl Runner {
             let ok = matches!(&res, Ok(Some(r)) if r.send_status == SendStatus::SendOk);
             self.check(ok, || format!("send seek-{i} to queue 0: {res:?}"))?;
         }
+        // Acknowledged sends reach the ConsumeQueue by asynchronous dispatch: wait until all are
+        // pullable before reading at explicit offsets.
+        self.pull_all(&topic, count as usize).await?;
         let puller = DefaultMQPullConsumer::builder(self.runtime.clone())
             .consumer_group(self.group.clone())
             .name_server_addr(self.namesrv.clone())
@@ -1329,6 +1332,9 @@ impl Runner {
             let ok = matches!(&res, Ok(Some(r)) if r.send_status == SendStatus::SendOk);
             self.check(ok, || format!("send pull-{i} to queue 0: {res:?}"))?;
         }
+        // Acknowledged sends reach the ConsumeQueue by asynchronous dispatch: wait until all are
+        // pullable before reading at explicit offsets.
+        self.pull_all(&topic, count as usize).await?;
         let (runtime, group, namesrv) = (
             self.runtime.clone(),
             self.group.clone(),
@@ -1374,7 +1380,16 @@ impl Runner {
             .start()
             .await
             .map_err(client("pull consumer start"))?;
-        let stored = second.fetch_consume_offset(&mq, true).await;
+        // The first consumer may persist its offset oneway at shutdown (Java's client does): poll
+        // the broker until it has the offset, within the step deadline.
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        let stored = loop {
+            let stored = second.fetch_consume_offset(&mq, true).await;
+            if matches!(stored, Ok(o) if o == committed) || Instant::now() > deadline {
+                break stored;
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        };
         let stored_ok = matches!(stored, Ok(o) if o == committed);
         let rest = second.pull(&mq, "*", committed, count as i32).await;
         let end = second.pull(&mq, "*", count, count as i32).await;

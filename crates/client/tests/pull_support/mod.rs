@@ -20,8 +20,8 @@ use comet_client::{ClientConfig, Message, SendResult};
 use comet_namesrv::{NameServer, NameServerHandle, NamesrvConfig};
 use tempfile::TempDir;
 
-/// Longest wait for an asynchronous effect.
-pub const WAIT_DEADLINE: Duration = Duration::from_secs(20);
+/// Longest wait for an asynchronous effect: a hang guard, generous for a loaded CI box.
+pub const WAIT_DEADLINE: Duration = Duration::from_secs(60);
 /// Poll period of [`wait_until`].
 pub const POLL: Duration = Duration::from_millis(20);
 
@@ -123,6 +123,29 @@ impl Env {
         let producer = DefaultMQProducer::new(config);
         producer.start().await.expect("producer starts");
         producer
+    }
+
+    /// Waits until every record in the CommitLog has reached its ConsumeQueue. A send is
+    /// acknowledged once appended; pulls, max offsets and stats read the ConsumeQueues, which
+    /// asynchronous dispatch fills a little later (much later on a loaded box).
+    pub async fn wait_dispatched(&self) {
+        let store = std::sync::Arc::clone(
+            &self
+                .broker
+                .as_ref()
+                .expect("broker running")
+                .context()
+                .store,
+        );
+        let caught_up = tokio::task::spawn_blocking(move || {
+            store.wait_dispatched(store.max_phy_offset(), WAIT_DEADLINE)
+        })
+        .await
+        .expect("dispatch wait task");
+        assert!(
+            caught_up,
+            "dispatch did not catch up within {WAIT_DEADLINE:?}"
+        );
     }
 
     pub async fn shutdown(mut self) {

@@ -30,8 +30,9 @@ use futures::future::BoxFuture;
 use tempfile::TempDir;
 use tokio::sync::mpsc;
 
-/// Longest wait for an asynchronous effect before a test fails.
-pub const DEADLINE: Duration = Duration::from_secs(30);
+/// Longest wait for an asynchronous effect before a test fails: a hang guard, generous enough
+/// for a loaded 2-core CI box (the orderly hand-over alone waits out a 20 s unlock delay).
+pub const DEADLINE: Duration = Duration::from_secs(60);
 /// Poll period of [`wait_until`].
 pub const POLL: Duration = Duration::from_millis(20);
 /// Timeout of one admin request.
@@ -144,7 +145,36 @@ impl Cluster {
             .query_offset(group, topic, queue_id)
     }
 
-    /// Next offset to be written in a queue.
+    /// Waits until every record in the CommitLog has reached its ConsumeQueue. A send is
+    /// acknowledged once appended; the queue unit (what max offsets, pulls and start offsets
+    /// read) follows by asynchronous dispatch, which a loaded box can delay.
+    pub async fn wait_dispatched(&self) {
+        let store = Arc::clone(&self.broker().context().store);
+        let caught_up = tokio::task::spawn_blocking(move || {
+            store.wait_dispatched(store.max_phy_offset(), DEADLINE)
+        })
+        .await
+        .expect("dispatch wait task");
+        assert!(caught_up, "dispatch did not catch up within {DEADLINE:?}");
+    }
+
+    /// Waits until the broker holds `offset` as the group's committed offset of a queue. A
+    /// consumer persists its offsets oneway (as Java does), also at shutdown, so the broker
+    /// applies them some time after the call returns.
+    pub async fn wait_committed(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        let committed = wait_until(|| {
+            let now = self.committed_offset(group, topic, queue_id);
+            async move { now == offset }
+        })
+        .await;
+        assert!(
+            committed,
+            "{group} never committed {offset} on {topic}:{queue_id} (broker has {})",
+            self.committed_offset(group, topic, queue_id)
+        );
+    }
+
+    /// Next offset to be written in a queue (as dispatched so far).
     pub fn max_offset(&self, topic: &str, queue_id: i32) -> i64 {
         self.broker()
             .context()
