@@ -192,7 +192,7 @@ impl Message {
     }
 
     /// Sets any property, including reserved ones (the producer's own bookkeeping).
-    pub fn put_property(&mut self, key: impl Into<String>, value: impl Into<String>) {
+    pub fn put_property(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
         self.properties.insert(key, value);
     }
 

@@ -4,7 +4,8 @@
 
 mod push_common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,11 @@ use push_common::*;
 
 const QUEUES: i32 = 4;
 const PER_QUEUE: usize = 40;
-/// Slow enough that every queue is still mid-stream when the second member joins.
+/// Sequences of each queue sent before the second member joins; the rest follow once the queues
+/// are split, so the queues it takes over change hands mid-stream however fast the box is.
+const SENT_BEFORE_JOIN: usize = PER_QUEUE / 2;
+/// Time the listener spends per message, so that the first member usually still has messages
+/// cached when it gives queues up (its broker lock is then released only after a delay).
 const SLOW_PACE: Duration = Duration::from_millis(20);
 
 /// Every delivery, in delivery order, shared by all members.
@@ -136,10 +141,11 @@ fn assert_in_queue_order(entries: &[(String, i32, usize, i32)], refused_first: b
     }
 }
 
-async fn send_sequences(cluster: &Cluster, topic: &str) {
+/// Sends sequence numbers `seqs` of every queue, in sequence order.
+async fn send_sequences(cluster: &Cluster, topic: &str, seqs: Range<usize>) {
     let producer = producer(cluster).await;
     let broker = cluster.broker_name();
-    for seq in 0..PER_QUEUE {
+    for seq in seqs {
         for q in 0..QUEUES {
             let msg =
                 comet_client::message::Message::new(topic, format!("q{q}-{seq}").into_bytes());
@@ -198,17 +204,22 @@ async fn per_queue_order_is_kept_while_a_member_joins() {
         .await,
         "the first member locks every queue on the broker"
     );
-    send_sequences(&cluster, topic).await;
-    // Join while the first member is still consuming.
+    send_sequences(&cluster, topic, 0..SENT_BEFORE_JOIN).await;
+    // Join once the first member has delivered from every queue (usually still consuming).
     assert!(
         wait_until(|| {
-            let n = journal.entries.lock().len();
-            async move { n >= 10 }
+            let queues: HashSet<i32> = journal
+                .entries
+                .lock()
+                .iter()
+                .map(|(_, queue, _, _)| *queue)
+                .collect();
+            async move { queues.len() == QUEUES as usize }
         })
-        .await
+        .await,
+        "the first member delivers from every queue"
     );
     let second = orderly_member(&cluster, group, topic, "o2", &journal, 0, SLOW_PACE).await;
-    wait_all_delivered(&journal).await;
     assert!(
         wait_until(|| {
             let a = first
@@ -226,10 +237,14 @@ async fn per_queue_order_is_kept_while_a_member_joins() {
         .await,
         "the queues were split between the members"
     );
+    // Only the new owner can deliver the rest of the queues it took over.
+    send_sequences(&cluster, topic, SENT_BEFORE_JOIN..PER_QUEUE).await;
+    wait_all_delivered(&journal).await;
     let entries = journal.entries.lock().clone();
     assert_in_queue_order(&entries, false);
-    // At least one queue changed hands mid-stream (the old owner kept its broker lock until its
-    // cached messages were gone, then the new owner continued from the committed offset).
+    // The queues the second member took over changed hands mid-stream (the old owner gave up its
+    // broker lock once no batch of it was running, after a delay if messages were still cached;
+    // the new owner continued from the committed offset).
     let handed_over = (0..QUEUES).any(|q| {
         let by = |m: &str| entries.iter().any(|(who, eq, _, _)| who == m && *eq == q);
         by("o1") && by("o2")
@@ -248,7 +263,7 @@ async fn a_suspended_batch_is_offered_again_in_order() {
     cluster.create_topic(topic, QUEUES).await;
     let journal = Arc::new(Journal::default());
     let consumer = orderly_member(&cluster, group, topic, "s1", &journal, 10, Duration::ZERO).await;
-    send_sequences(&cluster, topic).await;
+    send_sequences(&cluster, topic, 0..PER_QUEUE).await;
     wait_all_delivered(&journal).await;
     let entries = journal.entries.lock().clone();
     assert_in_queue_order(&entries, true);

@@ -473,8 +473,7 @@ pub fn check_request(
     view.queue_offset = copy.queue_offset;
     view.commit_log_offset = copy.commit_log_offset;
     if let Some(times) = copy.properties.get(keys::TRANSACTION_CHECK_TIMES) {
-        view.properties
-            .insert(keys::TRANSACTION_CHECK_TIMES, times.to_owned());
+        view.properties.insert(keys::TRANSACTION_CHECK_TIMES, times);
     }
     view.properties
         .insert(keys::WAIT_STORE_MSG_OK, CHECK_BODY_WAIT);

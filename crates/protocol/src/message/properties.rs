@@ -87,51 +87,133 @@ pub mod keys {
 }
 
 /// Message properties in insertion order; setting an existing key replaces it in place.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Every message a broker stores or a consumer receives has its properties parsed once, so the
+/// representation is built for that: all keys and values live back to back in one string and the
+/// entries are byte ranges into it. Parsing a properties area costs two allocations instead of
+/// two per pair, and dropping the message two frees. A replaced or removed entry leaves its
+/// bytes behind until they outweigh the live ones ([`COMPACT_SLACK`]); then the string is rebuilt,
+/// so repeated updates of one key (a retried message's RECONSUME_TIME) cannot grow it without
+/// bound.
+#[derive(Clone, Default)]
 pub struct Properties {
-    entries: Vec<(String, String)>,
+    /// Keys and values of the entries (and of replaced ones, until the next compaction).
+    buf: String,
+    /// The entries, in insertion order.
+    spans: Vec<Span>,
+    /// Bytes of `buf` that belong to live entries.
+    live: usize,
 }
+
+/// One entry: `buf[key.0..key.1]` and `buf[value.0..value.1]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    key: (usize, usize),
+    value: (usize, usize),
+}
+
+impl Span {
+    fn len(&self) -> usize {
+        (self.key.1 - self.key.0) + (self.value.1 - self.value.0)
+    }
+}
+
+/// Dead bytes tolerated in [`Properties`]' string beyond the live ones before it is rebuilt.
+const COMPACT_SLACK: usize = 256;
 
 impl Properties {
     pub fn new() -> Self {
         Self::default()
     }
 
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.entries
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+    fn text(&self, range: (usize, usize)) -> &str {
+        // Ranges are only ever built at char boundaries of `buf`; `get` keeps this total anyway.
+        self.buf.get(range.0..range.1).unwrap_or_default()
     }
 
-    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
-        let key = key.into();
-        let value = value.into();
-        match self.entries.iter_mut().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = value,
-            None => self.entries.push((key, value)),
+    fn position(&self, key: &str) -> Option<usize> {
+        self.spans.iter().position(|s| self.text(s.key) == key)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.spans
+            .iter()
+            .find(|s| self.text(s.key) == key)
+            .map(|s| self.text(s.value))
+    }
+
+    /// Appends `text` to the string; returns its range.
+    fn push_text(&mut self, text: &str) -> (usize, usize) {
+        let start = self.buf.len();
+        self.buf.push_str(text);
+        (start, self.buf.len())
+    }
+
+    pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        match self.position(key) {
+            Some(idx) => {
+                let old = self.spans[idx];
+                let range = self.push_text(value);
+                self.spans[idx].value = range;
+                self.live = self.live - (old.value.1 - old.value.0) + value.len();
+                self.compact_if_sparse();
+            }
+            None => {
+                let key = self.push_text(key);
+                let value = self.push_text(value);
+                let span = Span { key, value };
+                self.live += span.len();
+                self.spans.push(span);
+            }
         }
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let idx = self.entries.iter().position(|(k, _)| k == key)?;
-        Some(self.entries.remove(idx).1)
+        let idx = self.position(key)?;
+        let span = self.spans.remove(idx);
+        let value = self.text(span.value).to_owned();
+        self.live -= span.len();
+        self.compact_if_sparse();
+        Some(value)
+    }
+
+    /// Rebuilds the string from the live entries once dead bytes dominate it.
+    fn compact_if_sparse(&mut self) {
+        if self.buf.len() <= self.live.saturating_mul(2) + COMPACT_SLACK {
+            return;
+        }
+        let mut rebuilt = Properties {
+            buf: String::with_capacity(self.live),
+            spans: Vec::with_capacity(self.spans.len()),
+            live: 0,
+        };
+        for (k, v) in self.iter() {
+            let key = rebuilt.push_text(k);
+            let value = rebuilt.push_text(v);
+            let span = Span { key, value };
+            rebuilt.live += span.len();
+            rebuilt.spans.push(span);
+        }
+        *self = rebuilt;
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
-        self.entries.iter().any(|(k, _)| k == key)
+        self.position(key).is_some()
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.spans.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.spans
+            .iter()
+            .map(|s| (self.text(s.key), self.text(s.value)))
     }
 
     /// Parses a properties string with the Java rules (see the module docs). Never fails: malformed
@@ -139,12 +221,36 @@ impl Properties {
     pub fn parse(s: &str) -> Properties {
         let separators = s.bytes().filter(|b| *b == PROPERTY_SEPARATOR_BYTE).count();
         let mut props = Properties {
-            entries: Vec::with_capacity(separators + 1),
+            buf: s.to_owned(),
+            spans: Vec::with_capacity(separators + 1),
+            live: 0,
         };
+        let base = s.as_ptr() as usize;
         for (key, value) in pairs(s.as_bytes()) {
-            // Both halves were cut from a &str at ASCII separators, so they are valid UTF-8.
-            if let (Ok(key), Ok(value)) = (std::str::from_utf8(key), std::str::from_utf8(value)) {
-                props.insert(key, value);
+            // Both halves were cut from `s` at ASCII separators, so their ranges in the copy
+            // are char boundaries; the offsets are those of the subslices within `s`.
+            let k = key.as_ptr() as usize - base;
+            let v = value.as_ptr() as usize - base;
+            let span = Span {
+                key: (k, k + key.len()),
+                value: (v, v + value.len()),
+            };
+            // Java's last duplicate wins, in the position of the first.
+            let bytes = props.buf.as_bytes();
+            match props
+                .spans
+                .iter()
+                .position(|old| bytes.get(old.key.0..old.key.1) == Some(key))
+            {
+                Some(idx) => {
+                    let old = props.spans[idx];
+                    props.spans[idx].value = span.value;
+                    props.live = props.live - (old.value.1 - old.value.0) + value.len();
+                }
+                None => {
+                    props.live += span.len();
+                    props.spans.push(span);
+                }
             }
         }
         props
@@ -161,7 +267,7 @@ impl Properties {
     /// properties).
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(self.encoded_len());
-        for (k, v) in &self.entries {
+        for (k, v) in self.iter() {
             out.push_str(k);
             out.push(NAME_VALUE_SEPARATOR);
             out.push_str(v);
@@ -172,7 +278,7 @@ impl Properties {
 
     /// Writes [`Properties::encode`]'s bytes straight into `dst`, without an intermediate string.
     pub fn encode_into<B: BufMut>(&self, dst: &mut B) {
-        for (k, v) in &self.entries {
+        for (k, v) in self.iter() {
             dst.put_slice(k.as_bytes());
             dst.put_u8(NAME_VALUE_SEPARATOR_BYTE);
             dst.put_slice(v.as_bytes());
@@ -182,21 +288,47 @@ impl Properties {
 
     /// Byte length of [`Properties::encode`]'s output.
     pub fn encoded_len(&self) -> usize {
-        self.entries
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + 2)
-            .sum()
+        self.live + 2 * self.spans.len()
     }
 
     /// Drops every key that must never be stored (those starting with
     /// [`keys::TRANSIENT_PREFIX`]).
     pub fn remove_transient(&mut self) {
-        self.entries
-            .retain(|(k, _)| !k.starts_with(keys::TRANSIENT_PREFIX));
+        let before = self.spans.len();
+        let buf = &self.buf;
+        let mut dropped = 0;
+        self.spans.retain(|s| {
+            let keep = !buf
+                .get(s.key.0..s.key.1)
+                .unwrap_or_default()
+                .starts_with(keys::TRANSIENT_PREFIX);
+            if !keep {
+                dropped += s.len();
+            }
+            keep
+        });
+        if self.spans.len() != before {
+            self.live -= dropped;
+            self.compact_if_sparse();
+        }
     }
 }
 
-impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Properties {
+impl PartialEq for Properties {
+    fn eq(&self, other: &Self) -> bool {
+        self.spans.len() == other.spans.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Properties {}
+
+impl std::fmt::Debug for Properties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Properties {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut props = Properties::new();
         props.extend(iter);
@@ -204,7 +336,7 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Properties {
     }
 }
 
-impl<K: Into<String>, V: Into<String>> Extend<(K, V)> for Properties {
+impl<K: AsRef<str>, V: AsRef<str>> Extend<(K, V)> for Properties {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
         for (k, v) in iter {
             self.insert(k, v);
@@ -282,6 +414,71 @@ mod tests {
         assert_eq!(find_property(raw, "KEYS"), Some("k"));
         assert_eq!(find_property(raw, "TAG"), None);
         assert_eq!(find_property(b"X\x01\xff\x02", "X"), None);
+    }
+
+    /// Random inserts, replacements, removals and transient drops against a plain list of pairs:
+    /// the compacting string representation must always read like the list.
+    #[test]
+    fn random_edits_match_a_list_of_pairs() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let key_names = [
+            "TAGS",
+            "KEYS",
+            "a",
+            "__RMQ.TRANSIENT.x",
+            "RECONSUME_TIME",
+            "中",
+        ];
+        for _ in 0..200 {
+            let mut props = Properties::new();
+            let mut model: Vec<(String, String)> = Vec::new();
+            for step in 0..200 {
+                let key = key_names[next(key_names.len() as u64) as usize];
+                match next(10) {
+                    0..=5 => {
+                        let value = "v".repeat(1 + next(40) as usize) + &step.to_string();
+                        props.insert(key, &value);
+                        match model.iter_mut().find(|(k, _)| k == key) {
+                            Some(slot) => slot.1 = value,
+                            None => model.push((key.to_owned(), value)),
+                        }
+                    }
+                    6..=7 => {
+                        let expected = model
+                            .iter()
+                            .position(|(k, _)| k == key)
+                            .map(|i| model.remove(i).1);
+                        assert_eq!(props.remove(key), expected);
+                    }
+                    8 => {
+                        props.remove_transient();
+                        model.retain(|(k, _)| !k.starts_with(keys::TRANSIENT_PREFIX));
+                    }
+                    _ => {
+                        props = Properties::parse(&props.encode());
+                    }
+                }
+                let listed: Vec<(&str, &str)> = model
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                assert_eq!(props.iter().collect::<Vec<_>>(), listed);
+                assert_eq!(props.encoded_len(), props.encode().len());
+                assert!(
+                    props.buf.len() <= 2 * props.live + COMPACT_SLACK + 64,
+                    "dead bytes are bounded"
+                );
+                for (k, v) in &listed {
+                    assert_eq!(props.get(k), Some(*v));
+                }
+            }
+        }
     }
 
     #[test]

@@ -279,10 +279,14 @@ async fn process_consume_result(
         MessageModel::Clustering => {
             let mut back_failed = Vec::new();
             for msg in msgs.iter().skip(first_failed) {
-                if let Err(e) = consumer
-                    .send_message_back(msg, ctx.delay_level_when_next_consume, &mq.broker_name)
-                    .await
-                {
+                // Boxed: the send-back future is large and only failed messages need it; inline,
+                // it would be part of (and copied with) every consume request's future.
+                let send_back = Box::pin(consumer.send_message_back(
+                    msg,
+                    ctx.delay_level_when_next_consume,
+                    &mq.broker_name,
+                ));
+                if let Err(e) = send_back.await {
                     tracing::warn!(%mq, msg_id = %msg.msg_id(), error = %e,
                         "sending the failed message back failed; consuming it again locally later");
                     let mut again = msg.clone();
@@ -340,5 +344,24 @@ async fn clean_expire_msg(consumer: &Arc<PushConsumerInner>) {
                 }
             }
         }
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Size of the future an `async fn` of four arguments returns.
+    fn future_size<A, B, C, D, F: std::future::Future>(_: fn(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// One consume request is built and moved into its task per batch — per message with the
+    /// default batch size — so its future must not embed rarely used large states (the send-back
+    /// RPC made it 3.6 KiB, copied for every message).
+    #[test]
+    fn consume_request_future_stays_small() {
+        const BUDGET: usize = 1024;
+        let size = future_size(consume_request);
+        assert!(size <= BUDGET, "consume_request future is {size} bytes");
     }
 }

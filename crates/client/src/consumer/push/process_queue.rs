@@ -42,7 +42,7 @@ pub const CLEAN_EXPIRED_MAX_PER_SWEEP: usize = 16;
 #[derive(Debug)]
 enum Cached {
     /// The message itself ([`ProcessQueue::put_message`]; orderly consumption takes it from here).
-    Held(MessageExt),
+    Held(Box<MessageExt>),
     /// Concurrent consumption ([`ProcessQueue::track_messages`]): the message travels in its
     /// consume batch; the cache keeps its body size and, once the batch's listener call started,
     /// the batch and the start time for the expiry sweep.
@@ -148,7 +148,7 @@ impl ProcessQueue {
     /// whether the caller should dispatch a consume task (i.e. there is something to consume and
     /// no task is assigned yet — orderly relies on this).
     pub fn put_message(&self, msgs: &[MessageExt]) -> bool {
-        self.put(msgs, |msg| Cached::Held(msg.clone()))
+        self.put(msgs, |msg| Cached::Held(Box::new(msg.clone())))
     }
 
     /// Concurrent consumption: records pulled messages by offset and size without copying them
@@ -275,8 +275,8 @@ impl ProcessQueue {
             };
             cache
                 .consuming_msg_orderly_tree_map
-                .insert(offset, msg.clone());
-            result.push(msg);
+                .insert(offset, (*msg).clone());
+            result.push(*msg);
         }
         if result.is_empty() {
             cache.consuming = false;
@@ -305,7 +305,7 @@ impl ProcessQueue {
         cache.msg_tree_map.extend(
             consuming
                 .into_iter()
-                .map(|(offset, msg)| (offset, Cached::Held(msg))),
+                .map(|(offset, msg)| (offset, Cached::Held(Box::new(msg)))),
         );
     }
 
@@ -319,7 +319,7 @@ impl ProcessQueue {
                 .remove(&msg.queue_offset);
             cache
                 .msg_tree_map
-                .insert(msg.queue_offset, Cached::Held(msg.clone()));
+                .insert(msg.queue_offset, Cached::Held(Box::new(msg.clone())));
         }
     }
 
