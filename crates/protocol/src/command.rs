@@ -127,6 +127,10 @@ pub struct ExtFields {
     spans: Vec<[u32; 4]>,
 }
 
+/// Fields a request or response header usually has (SEND_MESSAGE_V2 has 14 plus the RPC ones):
+/// the first encode then allocates once instead of growing its arena field by field.
+const TYPICAL_HEADER_FIELDS: usize = 16;
+
 impl ExtFields {
     pub fn new() -> Self {
         Self::default()
@@ -173,19 +177,30 @@ impl ExtFields {
     }
 
     pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
-        let key = key.as_ref();
         let value = value.as_ref();
-        match self.spans.iter().position(|sp| self.key_at(sp) == key) {
-            Some(idx) => {
-                let (vs, ve) = self.push_str(value);
+        self.insert_with(key.as_ref(), |arena| arena.push_str(value));
+    }
+
+    /// Like [`ExtFields::insert`], with the value written by `write` straight into the arena
+    /// (typed headers format numbers this way, without a `String` per field).
+    pub fn insert_with(&mut self, key: &str, write: impl FnOnce(&mut String)) {
+        let existing = self.spans.iter().position(|sp| self.key_at(sp) == key);
+        let key_span = match existing {
+            Some(_) => None,
+            None => Some(self.push_str(key)),
+        };
+        let start = self.arena.len();
+        write(&mut self.arena);
+        // Frames are at most 16 MiB, so offsets always fit u32; saturate rather than wrap.
+        let vs = u32::try_from(start).unwrap_or(u32::MAX);
+        let ve = u32::try_from(self.arena.len()).unwrap_or(u32::MAX);
+        match (existing, key_span) {
+            (Some(idx), _) => {
                 self.spans[idx][2] = vs;
                 self.spans[idx][3] = ve;
             }
-            None => {
-                let (ks, ke) = self.push_str(key);
-                let (vs, ve) = self.push_str(value);
-                self.spans.push([ks, ke, vs, ve]);
-            }
+            (None, Some((ks, ke))) => self.spans.push([ks, ke, vs, ve]),
+            (None, None) => {}
         }
     }
 
@@ -340,7 +355,8 @@ impl RemotingCommand {
 
     /// The ext field map, created empty on first use.
     pub fn ext_mut(&mut self) -> &mut ExtFields {
-        self.ext_fields.get_or_insert_with(ExtFields::new)
+        self.ext_fields
+            .get_or_insert_with(|| ExtFields::with_capacity(TYPICAL_HEADER_FIELDS))
     }
 
     pub fn body_len(&self) -> usize {

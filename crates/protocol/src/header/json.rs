@@ -248,7 +248,18 @@ impl<'de> Visitor<'de> for ExtVisitor {
 }
 
 /// Decodes a JSON header. `code` is required; other missing numbers default to 0.
+///
+/// Headers of the usual shape are read by [`super::json_scan`]; anything else (and every error)
+/// goes through `serde_json`.
 pub fn decode(src: &[u8]) -> Result<RemotingCommand> {
+    match super::json_scan::decode(src) {
+        Some(cmd) => Ok(cmd),
+        None => decode_with_serde(src),
+    }
+}
+
+/// The general decoder: any key order, unknown keys, any scalar ext field value.
+pub(crate) fn decode_with_serde(src: &[u8]) -> Result<RemotingCommand> {
     let h: JsonHeader =
         serde_json::from_slice(src).map_err(|e| ProtocolError::JsonHeader(e.to_string()))?;
     let code = h.code.ok_or(ProtocolError::MissingField("code"))?;

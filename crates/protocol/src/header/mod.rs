@@ -7,6 +7,7 @@
 
 pub mod binary;
 pub mod json;
+mod json_scan;
 
 use bytes::BytesMut;
 

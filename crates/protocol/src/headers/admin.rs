@@ -14,8 +14,8 @@ impl HeaderValue for TopicFilterType {
         })
     }
 
-    fn to_text(&self) -> String {
-        self.name().to_owned()
+    fn write_text(&self, out: &mut String) {
+        out.push_str(self.name());
     }
 }
 

@@ -84,8 +84,8 @@ pub trait HeaderValue: Sized {
     const KIND: ValueKind;
     /// Parses the wire text of field `field`.
     fn parse(field: &'static str, raw: &str) -> Result<Self>;
-    /// The wire text.
-    fn to_text(&self) -> String;
+    /// Appends the wire text to `out`.
+    fn write_text(&self, out: &mut String);
 }
 
 fn malformed(field: &'static str, raw: &str) -> ProtocolError {
@@ -100,8 +100,8 @@ impl HeaderValue for String {
     fn parse(_field: &'static str, raw: &str) -> Result<Self> {
         Ok(raw.to_owned())
     }
-    fn to_text(&self) -> String {
-        self.clone()
+    fn write_text(&self, out: &mut String) {
+        out.push_str(self);
     }
 }
 
@@ -112,8 +112,10 @@ macro_rules! numeric_header_value {
             fn parse(field: &'static str, raw: &str) -> Result<Self> {
                 raw.parse().map_err(|_| malformed(field, raw))
             }
-            fn to_text(&self) -> String {
-                self.to_string()
+            fn write_text(&self, out: &mut String) {
+                use std::fmt::Write as _;
+                // Writing to a String cannot fail.
+                let _ = write!(out, "{self}");
             }
         })*
     };
@@ -134,8 +136,8 @@ impl HeaderValue for bool {
             Err(malformed(field, raw))
         }
     }
-    fn to_text(&self) -> String {
-        if *self { "true" } else { "false" }.to_owned()
+    fn write_text(&self, out: &mut String) {
+        out.push_str(if *self { "true" } else { "false" });
     }
 }
 
@@ -152,7 +154,7 @@ pub fn optional<T: HeaderValue>(ext: &ExtFields, key: &'static str) -> Result<Op
 
 /// Writes field `key`.
 pub fn put<T: HeaderValue>(ext: &mut ExtFields, key: &'static str, value: &T) {
-    ext.insert(key, value.to_text());
+    ext.insert_with(key, |out| value.write_text(out));
 }
 
 /// Writes field `key` when present.

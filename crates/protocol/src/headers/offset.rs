@@ -96,12 +96,11 @@ impl HeaderValue for BoundaryType {
         }
     }
 
-    fn to_text(&self) -> String {
-        match self {
+    fn write_text(&self, out: &mut String) {
+        out.push_str(match self {
             BoundaryType::Lower => "lower",
             BoundaryType::Upper => "upper",
-        }
-        .to_owned()
+        })
     }
 }
 
