@@ -127,6 +127,13 @@ pub struct ExtFields {
     spans: Vec<[u32; 4]>,
 }
 
+/// Key equality with the cheap checks first: header keys are short and often one letter
+/// (SEND_MESSAGE_V2's `a`..`n`), so comparing lengths and first bytes settles almost every
+/// mismatch without a `memcmp` call — the lookups run once per field of every header.
+fn same_key(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.as_bytes().first() == b.as_bytes().first() && a == b
+}
+
 /// Fields a request or response header usually has (SEND_MESSAGE_V2 has 14 plus the RPC ones):
 /// the first encode then allocates once instead of growing its arena field by field.
 const TYPICAL_HEADER_FIELDS: usize = 16;
@@ -172,7 +179,7 @@ impl ExtFields {
     pub fn get(&self, key: &str) -> Option<&str> {
         self.spans
             .iter()
-            .find(|sp| self.key_at(sp) == key)
+            .find(|sp| same_key(self.key_at(sp), key))
             .map(|sp| self.value_at(sp))
     }
 
@@ -184,7 +191,10 @@ impl ExtFields {
     /// Like [`ExtFields::insert`], with the value written by `write` straight into the arena
     /// (typed headers format numbers this way, without a `String` per field).
     pub fn insert_with(&mut self, key: &str, write: impl FnOnce(&mut String)) {
-        let existing = self.spans.iter().position(|sp| self.key_at(sp) == key);
+        let existing = self
+            .spans
+            .iter()
+            .position(|sp| same_key(self.key_at(sp), key));
         let key_span = match existing {
             Some(_) => None,
             None => Some(self.push_str(key)),
@@ -205,7 +215,10 @@ impl ExtFields {
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let idx = self.spans.iter().position(|sp| self.key_at(sp) == key)?;
+        let idx = self
+            .spans
+            .iter()
+            .position(|sp| same_key(self.key_at(sp), key))?;
         let sp = self.spans.remove(idx);
         Some(self.value_at(&sp).to_owned())
     }

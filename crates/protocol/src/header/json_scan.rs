@@ -229,29 +229,31 @@ impl<'a> Scanner<'a> {
     fn string(&mut self) -> Option<Str> {
         self.expect(b'"')?;
         let start = self.pos;
-        loop {
-            match *self.bytes.get(self.pos)? {
-                b'"' => {
-                    let end = self.pos;
-                    self.pos += 1;
-                    return Some(Str::Input(start, end));
-                }
-                b'\\' => break,
-                0x00..=0x1f => return None,
-                _ => self.pos += 1,
+        // One tight pass to the first quote, backslash or control character.
+        let stop = self
+            .bytes
+            .get(start..)?
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        self.pos = start + stop;
+        match *self.bytes.get(self.pos)? {
+            b'"' => {
+                self.pos += 1;
+                return Some(Str::Input(start, start + stop));
             }
+            b'\\' => {}
+            _ => return None,
         }
         // Escapes: unescape into the scratch buffer from here on.
         self.scratch.clear();
         self.scratch.push_str(self.text.get(start..self.pos)?);
         loop {
             let run = self.pos;
-            while let Some(&b) = self.bytes.get(self.pos) {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos += self
+                .bytes
+                .get(run..)?
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
             self.scratch.push_str(self.text.get(run..self.pos)?);
             match *self.bytes.get(self.pos)? {
                 b'"' => {
