@@ -29,16 +29,12 @@ pub(crate) fn decode(src: &[u8]) -> Option<RemotingCommand> {
         pos: 0,
         scratch: String::new(),
     };
+    // What serde's path yields for absent keys: language OTHER, numbers 0.
     let mut cmd = RemotingCommand {
-        code: 0,
         language: LanguageCode::Other,
         version: 0,
-        opaque: 0,
-        flag: 0,
-        remark: None,
-        ext_fields: None,
-        body: None,
         serialize_type: SerializeType::Json,
+        ..RemotingCommand::default()
     };
     // Bit per known key, to send a repeated key to serde (which rejects it).
     let mut seen = 0u8;
