@@ -95,6 +95,38 @@ pub(crate) fn decode(src: &[u8]) -> Option<RemotingCommand> {
     (s.pos == s.bytes.len() && seen & 1 != 0).then_some(cmd)
 }
 
+/// Index of the first byte that ends a run of plain string content: a quote, a backslash or a
+/// control character. Eight bytes per step (SWAR): strings are most of a header's bytes, and a
+/// byte-at-a-time loop over them was the largest cost left in decoding one.
+fn find_special(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut base = 0;
+    for chunk in chunks.by_ref() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        // A byte of `x` is zero → its high bit in `(x - ONES) & !x & HIGH`; bytes >= 0x80 never
+        // match. Only the lowest flagged byte is exact (borrows can flag bytes above it), and it is
+        // the only one used.
+        let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+        let quote = zero(w ^ (ONES * u64::from(b'"')));
+        let backslash = zero(w ^ (ONES * u64::from(b'\\')));
+        let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+        let hits = quote | backslash | control;
+        if hits != 0 {
+            return Some(base + (hits.trailing_zeros() / 8) as usize);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .map(|i| base + i)
+}
+
 /// The top-level keys this scanner reads.
 enum Key {
     Code,
@@ -226,11 +258,7 @@ impl<'a> Scanner<'a> {
         self.expect(b'"')?;
         let start = self.pos;
         // One tight pass to the first quote, backslash or control character.
-        let stop = self
-            .bytes
-            .get(start..)?
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        let stop = find_special(self.bytes.get(start..)?)?;
         self.pos = start + stop;
         match *self.bytes.get(self.pos)? {
             b'"' => {
@@ -245,11 +273,7 @@ impl<'a> Scanner<'a> {
         self.scratch.push_str(self.text.get(start..self.pos)?);
         loop {
             let run = self.pos;
-            self.pos += self
-                .bytes
-                .get(run..)?
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+            self.pos += find_special(self.bytes.get(run..)?)?;
             self.scratch.push_str(self.text.get(run..self.pos)?);
             match *self.bytes.get(self.pos)? {
                 b'"' => {
@@ -457,6 +481,33 @@ b"}"#,
                 .and_then(|c| c.ext("a").map(str::to_owned)),
             Some("2".to_owned())
         );
+    }
+
+    #[test]
+    fn find_special_matches_a_byte_loop() {
+        let mut seed = 0x1234_5678_9abc_def1_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let interesting = [
+            b'"', b'\\', 0x00, 0x1f, 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, b'a',
+        ];
+        for _ in 0..20_000 {
+            let len = (next() % 40) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| match next() % 4 {
+                    0 => interesting[(next() % interesting.len() as u64) as usize],
+                    _ => b'a' + (next() % 26) as u8,
+                })
+                .collect();
+            let expected = bytes
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20);
+            assert_eq!(find_special(&bytes), expected, "{bytes:?}");
+        }
     }
 
     /// Every JSON header captured from the real Java and Go clients and the Apache broker
