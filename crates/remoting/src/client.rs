@@ -89,6 +89,7 @@ impl RemotingClient {
                 max_pending_invokes: config.max_pending_invokes_per_connection,
                 write_high_water: config.write_buffer_high_water_mark,
                 pause_reads_when_congested: false,
+                run_requests_inline: false,
             },
             connections: TaskTracker::new(),
             requests: TaskTracker::new(),

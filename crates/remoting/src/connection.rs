@@ -4,8 +4,10 @@
 //! Reader: takes a permit of the per-connection in-flight semaphore *before* reading each frame,
 //! so when `max_in_flight` requests are being processed it stops reading and TCP flow control
 //! slows the peer down — memory stays bounded without refusing anyone. Responses complete the
-//! matching pending request. A request is first run on the reader itself up to its first wait;
-//! one that has to wait continues on its own task, so requests still overlap.
+//! matching pending request. On a server connection a request is first run on the reader itself
+//! up to its first wait; one that has to wait continues on its own task, so requests still
+//! overlap. On a client connection (requests from the broker run application code) every request
+//! gets its own task.
 //!
 //! Unsent responses are bounded in bytes, not frames: a peer that pipelines pulls and never
 //! reads would otherwise make the broker hold `in-flight × response size` (hundreds of MiB).
@@ -64,6 +66,11 @@ pub(crate) struct ConnectionOptions {
     pub write_high_water: usize,
     /// Stop reading while congested (server connections only, see the module docs).
     pub pause_reads_when_congested: bool,
+    /// Run each request on the reader up to its first wait (server connections). A client's
+    /// processors run application code (a transaction check, a direct consume) that may block;
+    /// on a client connection that would hold up every response the reader has yet to deliver,
+    /// so there every request gets its own task at once.
+    pub run_requests_inline: bool,
 }
 
 /// Where a connection's tasks are spawned and what stops them.
@@ -257,8 +264,8 @@ async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: Co
                 // that has to wait (a flush, a held pull, a call to another peer) becomes a task
                 // of its own. This saves a task spawn and, on a multi-threaded runtime, the wake-up
                 // of another worker thread per request, which cost more than the work itself.
-                let finished =
-                    std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx).is_ready()))
+                let finished = ctx.options.run_requests_inline
+                    && std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx).is_ready()))
                         .await;
                 if !finished {
                     ctx.requests.spawn(request);

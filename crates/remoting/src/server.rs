@@ -114,6 +114,7 @@ impl RemotingServer {
                 max_pending_invokes: self.config.max_pending_invokes_per_connection,
                 write_high_water: self.config.write_buffer_high_water_mark,
                 pause_reads_when_congested: true,
+                run_requests_inline: true,
             },
             connections: TaskTracker::new(),
             requests: TaskTracker::new(),

@@ -508,6 +508,70 @@ async fn server_calls_back_into_the_client_over_the_same_connection() {
     server.shutdown().await;
 }
 
+/// A client processor that blocks its thread (application code in a transaction check or a
+/// direct consume may) must not hold up the responses the client's reader has yet to deliver:
+/// requests on client connections get their own task, never run on the reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_client_processor_does_not_stall_responses() {
+    const BLOCKING: i32 = 501;
+    const NOTIFY_THEN_ANSWER: i32 = 502;
+    let (server, addr) = start_default(|s| {
+        s.register(
+            NOTIFY_THEN_ANSWER,
+            processor(|channel, _req| {
+                let channel = channel.clone();
+                async move {
+                    // Queued on the connection before this request's response.
+                    let notified = channel
+                        .invoke_oneway(RemotingCommand::request(BLOCKING))
+                        .await;
+                    let code = if notified.is_ok() {
+                        SUCCESS
+                    } else {
+                        SYSTEM_ERROR
+                    };
+                    Some(RemotingCommand::response(code, None))
+                }
+                .boxed()
+            }),
+        )
+    })
+    .await;
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
+    let (entered_tx, mut entered_rx) = mpsc::unbounded_channel::<()>();
+    let client = RemotingClient::new(ClientConfig::default());
+    client.register(
+        BLOCKING,
+        processor(move |_, _| {
+            let release_rx = Arc::clone(&release_rx);
+            let entered_tx = entered_tx.clone();
+            async move {
+                let _ = entered_tx.send(());
+                // Blocks this thread until the test saw its response (or gave up).
+                if let Ok(rx) = release_rx.lock() {
+                    let _ = rx.recv_timeout(GUARD);
+                }
+                None
+            }
+            .boxed()
+        }),
+    );
+    let answer = client
+        .invoke(
+            &addr,
+            RemotingCommand::request(NOTIFY_THEN_ANSWER),
+            RPC_TIMEOUT,
+        )
+        .await;
+    guard("the blocking processor to start", entered_rx.recv()).await;
+    let _ = release_tx.send(());
+    let answer = answer.unwrap_or_else(|e| panic!("response stalled behind the processor: {e}"));
+    assert_eq!(answer.code, SUCCESS);
+    client.shutdown().await;
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn connection_drop_fails_pending_requests_promptly() {
     let (chan_tx, mut chan_rx) = mpsc::unbounded_channel::<Channel>();
