@@ -146,7 +146,6 @@ start_broker() {
     rocketmq-rust)
         local bin="$WORK/rocketmq-rust/bin"
         mkdir -p "$dir/store"
-        printf 'listenPort=%s\nbindAddress=127.0.0.1\n' "$np" >"$dir/namesrv.conf"
         cat >"$dir/broker.conf" <<CONF
 brokerClusterName=DefaultCluster
 brokerName=broker-a
@@ -158,11 +157,21 @@ storePathRootDir=$dir/store
 flushDiskType=$flush
 autoCreateTopicEnable=true
 CONF
-        "$bin/rocketmq-namesrv-rust" -c "$dir/namesrv.conf" >"$dir/namesrv.log" 2>&1 &
+        # 1.0.0's name server refuses a properties file ("failed to load NameServer runtime
+        # configuration") and fails to start without a RocketMQ home: flags and a home it is.
+        "$bin/rocketmq-namesrv-rust" --listenPort "$np" --bindAddress 127.0.0.1 --rocketmqHome "$dir" \
+            >"$dir/namesrv.log" 2>&1 &
         STARTER_PID=$!
-        "$bin/rocketmq-broker-rust" -c "$dir/broker.conf" -n "$NAMESRV" >"$dir/broker.log" 2>&1 &
+        # The broker gives up at start if the name server is not listening yet.
+        local deadline=$((SECONDS + START_PATIENCE))
+        until (exec 3<>"/dev/tcp/127.0.0.1/$np") 2>/dev/null; do
+            ((SECONDS < deadline)) || die "rocketmq-rust name server did not start"
+            sleep 0.05
+        done
+        ROCKETMQ_HOME="$dir" "$bin/rocketmq-broker-rust" -c "$dir/broker.conf" -n "$NAMESRV" \
+            >"$dir/broker.log" 2>&1 &
         BROKER_PID=$!
-        echo "rocketmq-namesrv-rust -c namesrv.conf; rocketmq-broker-rust -c broker.conf -n $NAMESRV (flushDiskType=$flush)" >"$dir/cmdline"
+        echo "rocketmq-namesrv-rust --listenPort P --bindAddress 127.0.0.1 --rocketmqHome DIR; ROCKETMQ_HOME=DIR rocketmq-broker-rust -c broker.conf -n $NAMESRV (flushDiskType=$flush)" >"$dir/cmdline"
         ;;
     *) die "unknown broker $broker" ;;
     esac
