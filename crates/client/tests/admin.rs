@@ -198,14 +198,7 @@ async fn topic_group_and_message_administration() {
     dead.extend(admin.dlq_messages(group, 10).await.expect("DLQ listed"));
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].body.as_ref(), b"m7");
-    let before: i64 = admin
-        .topic_stats(topic)
-        .await
-        .expect("stats")
-        .offset_table
-        .values()
-        .map(|o| o.max_offset)
-        .sum();
+    let before = messages_in_queues(&admin, topic).await;
     let outcomes = admin
         .resend_dlq_messages(group, 10, &producer)
         .await
@@ -216,17 +209,7 @@ async fn topic_group_and_message_administration() {
     // The resend is acknowledged once appended; the topic's ConsumeQueue follows by dispatch.
     let resent_in_queues = wait_until(|| {
         let admin = &admin;
-        async move {
-            admin
-                .topic_stats(topic)
-                .await
-                .expect("stats")
-                .offset_table
-                .values()
-                .map(|o| o.max_offset)
-                .sum::<i64>()
-                == before + 1
-        }
+        async move { messages_in_queues(admin, topic).await == before + 1 }
     })
     .await;
     assert!(
@@ -238,4 +221,16 @@ async fn topic_group_and_message_administration() {
     producer.shutdown().await;
     admin.shutdown().await;
     env.shutdown().await;
+}
+
+/// Sum of the topic's queue max offsets (its message count while nothing was deleted).
+async fn messages_in_queues(admin: &comet_client::admin::MQAdmin, topic: &str) -> i64 {
+    admin
+        .topic_stats(topic)
+        .await
+        .expect("stats")
+        .offset_table
+        .values()
+        .map(|o| o.max_offset)
+        .sum()
 }

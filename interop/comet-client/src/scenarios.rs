@@ -565,6 +565,25 @@ async fn send_bodies(ctx: &Ctx, producer_name: &str, topic: &str, bodies: &[Stri
     Ok(())
 }
 
+/// [`send_bodies`], then reads the topic until every body is in its queues: acknowledged sends
+/// reach the ConsumeQueues by asynchronous dispatch, and the callers work queue by queue.
+async fn send_all_and_wait_stored(
+    ctx: &Ctx,
+    producer_name: &str,
+    topic: &str,
+    bodies: &[String],
+) -> Outcome {
+    send_bodies(ctx, producer_name, topic, bodies).await?;
+    let stored_all = ctx.read_topic(topic, bodies.len()).await?;
+    ensure!(
+        stored_all.len() == bodies.len(),
+        "{} of {} messages stored",
+        stored_all.len(),
+        bodies.len()
+    );
+    Ok(())
+}
+
 async fn push_clustering(ctx: Ctx) -> Outcome {
     let topic = ctx.topic("Clustering");
     let group = ctx.group("clustering");
@@ -1171,16 +1190,7 @@ async fn pull_offsets_survive_restart(ctx: Ctx) -> Outcome {
     let group = ctx.group("pull_restart");
     ctx.create_topic(&topic, QUEUES).await?;
     let bodies: Vec<String> = (0..SEND_COUNT * 2).map(|i| format!("pull-{i}")).collect();
-    send_bodies(&ctx, "pull_restart", &topic, &bodies).await?;
-    // Acknowledged sends reach the ConsumeQueues by asynchronous dispatch: read until every
-    // message is there before working queue by queue.
-    let stored_all = ctx.read_topic(&topic, bodies.len()).await?;
-    ensure!(
-        stored_all.len() == bodies.len(),
-        "{} of {} messages stored",
-        stored_all.len(),
-        bodies.len()
-    );
+    send_all_and_wait_stored(&ctx, "pull_restart", &topic, &bodies).await?;
     // Each queue holds 4 messages (round-robin); the first run consumes 2 of each.
     let first_take = 2;
     let mut seen = Vec::new();
@@ -1376,16 +1386,7 @@ async fn admin_consumer_lag(ctx: Ctx) -> Outcome {
     let group = ctx.group("lag");
     ctx.create_topic(&topic, QUEUES).await?;
     let bodies: Vec<String> = (0..SEND_COUNT * 2).map(|i| format!("lag-{i}")).collect();
-    send_bodies(&ctx, "lag", &topic, &bodies).await?;
-    // Acknowledged sends reach the ConsumeQueues by asynchronous dispatch: read until every
-    // message is there before working queue by queue.
-    let stored_all = ctx.read_topic(&topic, bodies.len()).await?;
-    ensure!(
-        stored_all.len() == bodies.len(),
-        "{} of {} messages stored",
-        stored_all.len(),
-        bodies.len()
-    );
+    send_all_and_wait_stored(&ctx, "lag", &topic, &bodies).await?;
     let consumer =
         DefaultMQPullConsumer::new(PullConsumerConfig::new(group.clone(), ctx.client("lag")));
     consumer.start().await.step("pull consumer start")?;
