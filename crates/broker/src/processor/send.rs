@@ -78,10 +78,10 @@ impl RequestProcessor for SendMessageProcessor {
             // The Java client reads both keys unconditionally on some codes; always send them.
             let ext = response.ext_mut();
             if !ext.contains_key("MSG_REGION") {
-                ext.insert("MSG_REGION", ctx.config.region_id.clone());
+                ext.insert("MSG_REGION", &ctx.config.region_id);
             }
             if !ext.contains_key("TRACE_ON") {
-                ext.insert("TRACE_ON", ctx.config.trace_on.to_string());
+                ext.insert("TRACE_ON", bool_text(ctx.config.trace_on));
             }
             Some(response)
         })
@@ -453,7 +453,7 @@ async fn send_batch(
     let appended = batch_member_properties(ctx, &batch_properties);
     for entry in &mut batch.messages {
         entry.properties.remove_transient();
-        entry.properties.extend(appended.iter().cloned());
+        entry.properties.extend(appended.iter().copied());
     }
     batch.sys_flag = stored_sys_flag(header.sys_flag, &topic_config, peer, ctx.store_host);
     batch.born_timestamp = header.born_timestamp;
@@ -470,26 +470,31 @@ async fn send_batch(
 /// `crates/protocol/tests/fixtures/java-5.3.3-json`). Re-puts of stored messages (send-back,
 /// DLQ, delay delivery, commit) copy them with the rest of the properties, and setting a key
 /// replaces it in place, so a message never carries two.
-pub fn broker_properties(ctx: &BrokerContext) -> [(&'static str, String); 3] {
+pub fn broker_properties(ctx: &BrokerContext) -> [(&'static str, &str); 3] {
     [
-        (keys::MSG_REGION, ctx.config.region_id.clone()),
-        (keys::CLUSTER, ctx.config.broker_cluster_name.clone()),
-        (keys::TRACE_SWITCH, ctx.config.trace_on.to_string()),
+        (keys::MSG_REGION, ctx.config.region_id.as_str()),
+        (keys::CLUSTER, ctx.config.broker_cluster_name.as_str()),
+        (keys::TRACE_SWITCH, bool_text(ctx.config.trace_on)),
     ]
+}
+
+/// Java's `Boolean.toString`, without a `String` per message.
+fn bool_text(b: bool) -> &'static str {
+    if b { "true" } else { "false" }
 }
 
 /// What every member of a batch gets appended: MSG_REGION, CLUSTER, the batch-level WAIT (when
 /// the producer sent one) and TRACE_ON. Apache appends its whole batch-level properties string to
 /// each member; Comet leaves out the batch-level UNIQ_KEY, so every member keeps the id its
 /// producer gave it (and that the producer reports in its SendResult).
-pub fn batch_member_properties(
-    ctx: &BrokerContext,
-    batch_properties: &Properties,
-) -> Vec<(&'static str, String)> {
+pub fn batch_member_properties<'a>(
+    ctx: &'a BrokerContext,
+    batch_properties: &'a Properties,
+) -> Vec<(&'static str, &'a str)> {
     let [region, cluster, trace] = broker_properties(ctx);
     let mut appended = vec![region, cluster];
     if let Some(wait) = batch_properties.get(keys::WAIT_STORE_MSG_OK) {
-        appended.push((keys::WAIT_STORE_MSG_OK, wait.to_owned()));
+        appended.push((keys::WAIT_STORE_MSG_OK, wait));
     }
     appended.push(trace);
     appended
