@@ -708,29 +708,12 @@ impl BrokerConfig {
 
     /// The listener keys: idle timeout and write-buffer bound within the transport's limits.
     fn validate_remoting(&self) -> Result<(), ConfigError> {
-        use comet_remoting::limits::{
-            MAX_IDLE_TIMEOUT, MAX_WRITE_BUFFER_HIGH_WATER_MARK, MIN_WRITE_BUFFER_HIGH_WATER_MARK,
-        };
-        if self.server_channel_max_idle_time_seconds > MAX_IDLE_TIMEOUT.as_secs() {
-            return Err(ConfigError::Invalid {
-                key: "serverChannelMaxIdleTimeSeconds",
-                reason: format!(
-                    "must be at most {} (0 disables the idle check)",
-                    MAX_IDLE_TIMEOUT.as_secs()
-                ),
-            });
-        }
-        if !(MIN_WRITE_BUFFER_HIGH_WATER_MARK..=MAX_WRITE_BUFFER_HIGH_WATER_MARK)
-            .contains(&self.write_buffer_high_water_mark)
-        {
-            return Err(ConfigError::Invalid {
-                key: "writeBufferHighWaterMark",
-                reason: format!(
-                    "must be within {MIN_WRITE_BUFFER_HIGH_WATER_MARK}..={MAX_WRITE_BUFFER_HIGH_WATER_MARK} bytes"
-                ),
-            });
-        }
-        Ok(())
+        self.server_config()
+            .validate()
+            .map_err(|e| ConfigError::Invalid {
+                key: e.key(),
+                reason: e.to_string(),
+            })
     }
 
     /// The store settings derived from this configuration.

@@ -9,11 +9,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use comet_remoting::limits::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK, MAX_IDLE_TIMEOUT,
-    MAX_WRITE_BUFFER_HIGH_WATER_MARK, MIN_WRITE_BUFFER_HIGH_WATER_MARK,
-};
-use comet_remoting::{ServerConfig, TlsConfig};
+use comet_remoting::limits::{DEFAULT_IDLE_TIMEOUT, DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK};
+use comet_remoting::{ServerConfig, ServerConfigError, TlsConfig};
 use thiserror::Error;
 
 /// Default listen address. Loopback, so a default start exposes nothing; deployments set
@@ -43,12 +40,8 @@ pub enum ConfigError {
     ScanIntervalTooShort(Duration),
     #[error("broker expiry {0:?} must be positive and at most {MAX_BROKER_EXPIRY:?}")]
     BrokerExpiryOutOfRange(Duration),
-    #[error("idle timeout {0:?} is longer than the maximum {MAX_IDLE_TIMEOUT:?}")]
-    IdleTimeoutTooLong(Duration),
-    #[error(
-        "write buffer high-water mark {0} must be within {MIN_WRITE_BUFFER_HIGH_WATER_MARK}..={MAX_WRITE_BUFFER_HIGH_WATER_MARK} bytes"
-    )]
-    WriteBufferHighWaterMarkOutOfRange(usize),
+    #[error(transparent)]
+    Listener(#[from] ServerConfigError),
 }
 
 /// Settings of a [`crate::NameServer`].
@@ -116,18 +109,7 @@ impl NamesrvConfig {
         if self.broker_expiry.is_zero() || self.broker_expiry > MAX_BROKER_EXPIRY {
             return Err(ConfigError::BrokerExpiryOutOfRange(self.broker_expiry));
         }
-        if let Some(idle) = self.idle_timeout
-            && idle > MAX_IDLE_TIMEOUT
-        {
-            return Err(ConfigError::IdleTimeoutTooLong(idle));
-        }
-        if !(MIN_WRITE_BUFFER_HIGH_WATER_MARK..=MAX_WRITE_BUFFER_HIGH_WATER_MARK)
-            .contains(&self.write_buffer_high_water_mark)
-        {
-            return Err(ConfigError::WriteBufferHighWaterMarkOutOfRange(
-                self.write_buffer_high_water_mark,
-            ));
-        }
+        self.server_config().validate()?;
         Ok(())
     }
 

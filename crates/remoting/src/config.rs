@@ -7,7 +7,8 @@ use comet_protocol::SerializeType;
 use crate::limits::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
     DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION, DEFAULT_ONEWAY_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
+    DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK, MAX_IDLE_TIMEOUT, MAX_WRITE_BUFFER_HIGH_WATER_MARK,
+    MIN_WRITE_BUFFER_HIGH_WATER_MARK,
 };
 use crate::tls::{ClientTlsConfig, TlsConfig};
 
@@ -41,6 +42,48 @@ impl ServerConfig {
             write_buffer_high_water_mark: DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             tls: None,
+        }
+    }
+
+    /// Checks the settings a deployment may configure (RocketMQ's
+    /// `serverChannelMaxIdleTimeSeconds` and `writeBufferHighWaterMark`) against the transport's
+    /// limits. The broker and the name server both validate their listeners with this.
+    pub fn validate(&self) -> Result<(), ServerConfigError> {
+        if let Some(idle) = self.idle_timeout
+            && idle > MAX_IDLE_TIMEOUT
+        {
+            return Err(ServerConfigError::IdleTimeoutTooLong(idle));
+        }
+        if !(MIN_WRITE_BUFFER_HIGH_WATER_MARK..=MAX_WRITE_BUFFER_HIGH_WATER_MARK)
+            .contains(&self.write_buffer_high_water_mark)
+        {
+            return Err(ServerConfigError::WriteBufferHighWaterMarkOutOfRange(
+                self.write_buffer_high_water_mark,
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A listener setting outside the transport's limits ([`ServerConfig::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerConfigError {
+    #[error(
+        "idle timeout {0:?} is longer than the maximum {MAX_IDLE_TIMEOUT:?} (0 disables the idle check)"
+    )]
+    IdleTimeoutTooLong(Duration),
+    #[error(
+        "write buffer high-water mark {0} must be within {MIN_WRITE_BUFFER_HIGH_WATER_MARK}..={MAX_WRITE_BUFFER_HIGH_WATER_MARK} bytes"
+    )]
+    WriteBufferHighWaterMarkOutOfRange(usize),
+}
+
+impl ServerConfigError {
+    /// The configuration key (broker.conf / namesrv.properties) the error is about.
+    pub fn key(&self) -> &'static str {
+        match self {
+            ServerConfigError::IdleTimeoutTooLong(_) => "serverChannelMaxIdleTimeSeconds",
+            ServerConfigError::WriteBufferHighWaterMarkOutOfRange(_) => "writeBufferHighWaterMark",
         }
     }
 }

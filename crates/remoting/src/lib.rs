@@ -35,7 +35,7 @@ pub use channel::Channel;
 pub use client::RemotingClient;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::{RemotingCodec, encode_frame};
-pub use config::{ClientConfig, ServerConfig};
+pub use config::{ClientConfig, ServerConfig, ServerConfigError};
 pub use error::{RemotingError, Result};
 pub use overload::{OverloadReason, TransportStats};
 pub use processor::{ChannelEventListener, RequestProcessor, RpcHook};
