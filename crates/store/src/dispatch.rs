@@ -298,6 +298,18 @@ struct RunnerState {
     again: bool,
 }
 
+/// Clears [`RunnerState::running`] when a dispatch pass unwinds; disarmed (`None`) on the normal
+/// way out, which clears it itself.
+struct Dispatching<'a>(Option<&'a Mutex<RunnerState>>);
+
+impl Drop for Dispatching<'_> {
+    fn drop(&mut self) {
+        if let Some(runner) = self.0 {
+            runner.lock().running = false;
+        }
+    }
+}
+
 impl std::fmt::Debug for ReputService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReputService")
@@ -397,13 +409,19 @@ impl ReputService {
             }
             runner.running = true;
         }
+        // Should a pass unwind (a panicking listener), the guard still clears `running`: left set,
+        // every later caller would leave its record to a dispatcher that no longer exists.
+        let mut dispatching = Dispatching(Some(&self.runner));
         loop {
             self.do_reput();
             let mut runner = self.runner.lock();
             if runner.again {
                 runner.again = false;
             } else {
+                // Cleared under the same lock that read `again`, so no request for another look
+                // can slip in between.
                 runner.running = false;
+                dispatching.0 = None;
                 return;
             }
         }
@@ -523,6 +541,53 @@ mod tests {
     const THREADS: usize = 8;
     const PER_THREAD: usize = 2000;
     const QUEUES: i32 = 4;
+
+    struct PanicOnce(std::sync::atomic::AtomicBool);
+
+    impl MessageArrivingListener for PanicOnce {
+        fn arriving(&self, _: &MessageArrival<'_>) {
+            if !self.0.swap(true, Ordering::SeqCst) {
+                panic!("listener fails once");
+            }
+        }
+    }
+
+    fn append(commit_log: &CommitLog, topic: &str) {
+        let mut msg = MessageExt::new(topic, vec![7u8; 16].into());
+        msg.born_host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
+        msg.store_host = msg.born_host;
+        assert!(commit_log.put_message(msg).is_ok(), "append");
+    }
+
+    /// A pass that unwinds must not leave the "a dispatcher is running" mark behind: the next
+    /// caller dispatches instead of leaving its record to nobody.
+    #[test]
+    fn inline_dispatch_goes_on_after_a_pass_unwinds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = MessageStoreConfig::with_root(dir.path());
+        config.mapped_file_size_commit_log = 4 * 1024 * 1024;
+        let commit_log = Arc::new(CommitLog::new(&config));
+        commit_log.load().expect("load");
+        let queues = Arc::new(ConsumeQueueTable::new(dir.path(), 1024));
+        let reput = ReputService::new(
+            Arc::clone(&commit_log),
+            Dispatcher::new(Arc::clone(&queues), None, Vec::new()),
+            FlushDiskType::AsyncFlush,
+            Arc::new(Waker::new()),
+            0,
+        );
+        reput.set_listener(Some(Arc::new(PanicOnce(Default::default()))));
+        append(&commit_log, "Unwind");
+        let unwound =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reput.dispatch_now()));
+        assert!(unwound.is_err(), "the listener's panic reaches the caller");
+        append(&commit_log, "Unwind");
+        append(&commit_log, "Unwind");
+        reput.dispatch_now();
+        assert_eq!(reput.reput_from_offset(), commit_log.max_offset());
+        let units = queues.find("Unwind", 0).map(|q| q.read().max_offset());
+        assert_eq!(units, Some(3));
+    }
 
     /// Appenders that dispatch inline, with no reput thread running: once every
     /// `dispatch_now` has returned, every record must be dispatched exactly once — a record whose
