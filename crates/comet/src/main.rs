@@ -7,6 +7,11 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+/// Buffers are allocated on one thread and freed on another all along the send and pull paths
+/// (a frame read by a connection's reader, dropped after the response is written).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod broker;
 mod cli;
