@@ -312,6 +312,11 @@ broker_config! {
         => "mappedFileSizeConsumeQueue",
     /// `flushIntervalCommitLog` (ms).
     flush_interval_commit_log: u64 = 500 => "flushIntervalCommitLog",
+    /// `flushCommitLogTimed`: under ASYNC_FLUSH, flush the CommitLog only every
+    /// `flushIntervalCommitLog` instead of whenever `flushCommitLogLeastPages` are dirty.
+    flush_commit_log_timed: bool = true => "flushCommitLogTimed",
+    /// `flushCommitLogLeastPages`: dirty 4 KiB pages an ASYNC_FLUSH flush waits for.
+    flush_commit_log_least_pages: usize = 4 => "flushCommitLogLeastPages",
     /// `flushIntervalConsumeQueue` (ms).
     flush_interval_consume_queue: u64 = 1000 => "flushIntervalConsumeQueue",
     /// `syncFlushTimeout` (ms): a SYNC_FLUSH send waiting longer answers FLUSH_DISK_TIMEOUT.
@@ -727,6 +732,8 @@ impl BrokerConfig {
                 .max(1),
             flush_disk_type: self.flush_disk_type,
             flush_interval_commit_log: Duration::from_millis(self.flush_interval_commit_log),
+            flush_commit_log_timed: self.flush_commit_log_timed,
+            flush_commit_log_least_pages: self.flush_commit_log_least_pages,
             flush_interval_consume_queue: Duration::from_millis(self.flush_interval_consume_queue),
             sync_flush_timeout: Duration::from_millis(self.sync_flush_timeout),
             max_message_size: self.max_message_size,

@@ -46,6 +46,11 @@ pub struct MessageStoreConfig {
     pub flush_interval_commit_log: Duration,
     /// `flushCommitLogLeastPages`: an async flush waits until this many 4 KiB pages are dirty.
     pub flush_commit_log_least_pages: usize,
+    /// `flushCommitLogTimed`: under ASYNC_FLUSH, flush only every `flush_interval_commit_log`
+    /// (Apache's default since 4.9). When false, appends wake the flush thread as soon as
+    /// `flush_commit_log_least_pages` are dirty: an msync (with its TLB shootdown and write-protect
+    /// faults on the pages written next) every 16 KiB at the defaults.
+    pub flush_commit_log_timed: bool,
     /// `flushCommitLogThoroughInterval`: at least this often, flush whatever is dirty.
     pub flush_commit_log_thorough_interval: Duration,
     /// `flushIntervalConsumeQueue`: period of the ConsumeQueue/index/checkpoint flush.
@@ -109,6 +114,7 @@ impl Default for MessageStoreConfig {
             flush_disk_type: FlushDiskType::AsyncFlush,
             flush_interval_commit_log: Duration::from_millis(500),
             flush_commit_log_least_pages: 4,
+            flush_commit_log_timed: true,
             flush_commit_log_thorough_interval: Duration::from_secs(10),
             flush_interval_consume_queue: Duration::from_secs(1),
             sync_flush_timeout: Duration::from_secs(5),

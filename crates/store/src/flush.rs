@@ -125,6 +125,7 @@ pub struct CommitLogFlusher {
     mode: FlushDiskType,
     interval: Duration,
     least_pages: usize,
+    timed: bool,
     thorough_interval: Duration,
     requests: Mutex<Vec<GroupCommitRequest>>,
     waker: Waker,
@@ -155,6 +156,7 @@ impl CommitLogFlusher {
             mode: config.flush_disk_type,
             interval: config.flush_interval_commit_log,
             least_pages: config.flush_commit_log_least_pages,
+            timed: config.flush_commit_log_timed,
             thorough_interval: config.flush_commit_log_thorough_interval,
             requests: Mutex::new(Vec::new()),
             waker: Waker::new(),
@@ -203,8 +205,12 @@ impl CommitLogFlusher {
         self.waker.wake();
     }
 
-    /// ASYNC_FLUSH: wakes the thread once enough pages are dirty to be worth an msync.
+    /// ASYNC_FLUSH: wakes the thread once enough pages are dirty to be worth an msync, unless the
+    /// flush is timed (then it only runs every interval).
     pub fn wake_if_needed(&self) {
+        if self.timed {
+            return;
+        }
         let dirty = self.commit_log.max_offset() - self.commit_log.flushed_where();
         let threshold = i64::try_from(self.least_pages.max(1) * OS_PAGE_SIZE).unwrap_or(i64::MAX);
         if dirty >= threshold {
@@ -392,6 +398,38 @@ impl FlushConsumeQueueService {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under ASYNC_FLUSH an append asks for a flush once `least_pages` are dirty, unless the flush
+    /// is timed: then only the interval runs it. Observed through the waker, with no thread
+    /// consuming its wake-ups.
+    #[test]
+    fn timed_async_flush_is_not_woken_by_appends() {
+        use comet_protocol::message::MessageExt;
+        for timed in [true, false] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut config = MessageStoreConfig::with_root(dir.path());
+            config.mapped_file_size_commit_log = 1024 * 1024;
+            config.flush_commit_log_timed = timed;
+            let commit_log = Arc::new(CommitLog::new(&config));
+            commit_log.load().expect("load");
+            let checkpoint =
+                Arc::new(Checkpoint::open(&dir.path().join("checkpoint")).expect("checkpoint"));
+            let flusher =
+                CommitLogFlusher::new(&config, Arc::clone(&commit_log), checkpoint, Arc::default());
+            while commit_log.max_offset() < 8 * OS_PAGE_SIZE as i64 {
+                let mut msg = MessageExt::new("Timed", vec![1u8; 1024].into());
+                msg.born_host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
+                msg.store_host = msg.born_host;
+                assert!(commit_log.put_message(msg).is_ok(), "append");
+                flusher.wake_if_needed();
+            }
+            assert_eq!(
+                flusher.waker.wait(Duration::ZERO),
+                !timed,
+                "timed = {timed}"
+            );
+        }
+    }
 
     #[test]
     fn waker_remembers_a_wake_before_wait() {
