@@ -226,28 +226,29 @@ async fn consume_request(
             hook.consume_message_after(ctx);
         }
     }
-    consumer.stats.inc_consume_rt(
-        &mq.topic,
-        u64::try_from(consume_rt.as_millis()).unwrap_or(u64::MAX),
-    );
+    let rt_millis = u64::try_from(consume_rt.as_millis()).unwrap_or(u64::MAX);
     if pq.is_dropped() {
+        consumer.stats.inc_consume_rt(&mq.topic, rt_millis);
         let group = consumer.config.read().consumer_group.clone();
         tracing::warn!(group = %group, %mq,
             "processQueue is dropped without process consume result");
         return;
     }
-    process_consume_result(&consumer, status, &ctx, msgs, &pq, &mq).await;
+    process_consume_result(&consumer, status, rt_millis, &ctx, msgs, &pq, &mq).await;
 }
 
+/// `rt_millis` is the listener call's duration, recorded with the outcome.
 async fn process_consume_result(
     consumer: &Arc<PushConsumerInner>,
     status: ConsumeConcurrentlyStatus,
+    rt_millis: u64,
     ctx: &ConsumeConcurrentlyContext,
     msgs: Arc<Vec<MessageExt>>,
     pq: &Arc<ProcessQueue>,
     mq: &MessageQueue,
 ) {
     if msgs.is_empty() {
+        consumer.stats.inc_consume_rt(&mq.topic, rt_millis);
         return;
     }
     let Some(rt) = consumer.runtime() else { return };
@@ -262,12 +263,7 @@ async fn process_consume_result(
     };
     let ok = u64::try_from(first_failed).unwrap_or(u64::MAX);
     let failed = u64::try_from(len - first_failed).unwrap_or(u64::MAX);
-    if ok > 0 {
-        consumer.stats.inc_consume_ok_tps(&mq.topic, ok);
-    }
-    if failed > 0 {
-        consumer.stats.inc_consume_failed_tps(&mq.topic, failed);
-    }
+    consumer.stats.inc_consume(&mq.topic, rt_millis, ok, failed);
 
     match consumer.message_model() {
         MessageModel::Broadcasting => {
