@@ -13,8 +13,17 @@
 //!   internal mutex, and the new `wrote_position` is published with `Release` ordering after the
 //!   bytes are in place, so a reader that loads it with `Acquire` sees complete records.
 //! - Flushes are serialised by a second mutex and never move `flushed_position` backwards.
+//!
+//! CommitLog segments take their appends with `pwrite` instead of stores into the map
+//! ([`AppendMode::FileWrite`]): the bytes land in the same page cache pages the map shows, but the
+//! map's pages are never made writable. Each msync otherwise write-protects the pages it cleans
+//! (with a TLB shootdown on every CPU), and the next append into a cleaned page takes a
+//! write-protect fault and block reservation again: under SYNC_FLUSH, one msync per group commit,
+//! that cycle cost more than the appends themselves. ConsumeQueue files (20-byte units, one fault
+//! per 204 of them) keep storing into the map.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -31,6 +40,20 @@ pub const OS_PAGE_SIZE: usize = 4096;
 pub const FILE_NAME_DIGITS: usize = 20;
 /// Chunk size used when zeroing a truncated tail without hole punching.
 const ZERO_SCAN_CHUNK: usize = 64 * 1024;
+
+/// Scratch capacity an appender keeps between appends in [`AppendMode::FileWrite`]; a larger
+/// record (a big batch) gets its buffer freed afterwards.
+const APPEND_SCRATCH_KEEP: usize = 256 * 1024;
+
+/// How appends reach the file (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AppendMode {
+    /// Stores into the shared map.
+    #[default]
+    Mapped,
+    /// Encode into a reused buffer, then `pwrite` it at the wrote position.
+    FileWrite,
+}
 
 /// The 20-digit zero-padded decimal name of a file starting at `offset`.
 pub fn file_name(offset: i64) -> String {
@@ -73,7 +96,9 @@ pub struct MappedFile {
     flushed_position: AtomicUsize,
     /// Store timestamp of the last record appended (CommitLog only; 0 otherwise).
     store_timestamp: AtomicI64,
-    write_lock: Mutex<()>,
+    append_mode: AppendMode,
+    /// Serialises appends; holds the scratch buffer of [`AppendMode::FileWrite`].
+    write_lock: Mutex<Vec<u8>>,
     flush_lock: Mutex<()>,
 }
 
@@ -171,9 +196,17 @@ impl MappedFile {
             wrote_position: AtomicUsize::new(0),
             flushed_position: AtomicUsize::new(0),
             store_timestamp: AtomicI64::new(0),
-            write_lock: Mutex::new(()),
+            append_mode: AppendMode::Mapped,
+            write_lock: Mutex::new(Vec::new()),
             flush_lock: Mutex::new(()),
         })
+    }
+
+    /// Sets how appends reach the file (before the file is shared).
+    #[must_use]
+    pub fn with_append_mode(mut self, mode: AppendMode) -> Self {
+        self.append_mode = mode;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -246,7 +279,7 @@ impl MappedFile {
     where
         F: FnOnce(&mut [u8]) -> Result<(), StoreError>,
     {
-        let _w = self.write_lock.lock();
+        let mut scratch = self.write_lock.lock();
         let pos = self.wrote_position.load(Ordering::Acquire);
         let free = self.file_size.saturating_sub(pos);
         if len > free {
@@ -256,11 +289,31 @@ impl MappedFile {
                 free,
             });
         }
-        // SAFETY: `pos + len <= file_size`, and `[pos, file_size)` is not yet published: no
-        // reader can hold a slice of it (reads are bounded by wrote_position), and other writers
-        // are excluded by `write_lock`. So this is the only reference to these bytes.
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len) };
-        fill(dst)?;
+        match self.append_mode {
+            AppendMode::Mapped => {
+                // SAFETY: `pos + len <= file_size`, and `[pos, file_size)` is not yet published:
+                // no reader can hold a slice of it (reads are bounded by wrote_position), and
+                // other writers are excluded by `write_lock`. So this is the only reference to
+                // these bytes.
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len) };
+                fill(dst)?;
+            }
+            AppendMode::FileWrite => {
+                // Zeroed like the unwritten tail of a fresh map, so `fill` sees the same bytes.
+                scratch.clear();
+                scratch.resize(len, 0);
+                let filled = fill(&mut scratch[..]).and_then(|()| {
+                    self.file
+                        .write_all_at(&scratch, pos as u64)
+                        .map_err(|e| StoreError::io(&self.path, e))
+                });
+                if scratch.capacity() > APPEND_SCRATCH_KEEP {
+                    *scratch = Vec::new();
+                }
+                filled?;
+            }
+        }
         self.wrote_position.store(pos + len, Ordering::Release);
         Ok(pos)
     }
@@ -432,11 +485,20 @@ mod tests {
         assert_eq!(parse_file_name(Path::new("/x/0000000000107374182a")), None);
     }
 
+    const MODES: [AppendMode; 2] = [AppendMode::Mapped, AppendMode::FileWrite];
+
     #[test]
     fn append_read_flush_reopen() -> Result<(), StoreError> {
+        for mode in MODES {
+            append_read_flush_reopen_in(mode)?;
+        }
+        Ok(())
+    }
+
+    fn append_read_flush_reopen_in(mode: AppendMode) -> Result<(), StoreError> {
         let dir = tmp();
         let path = dir.path().join(file_name(8192));
-        let mf = MappedFile::create(&path, 8192)?;
+        let mf = MappedFile::create(&path, 8192)?.with_append_mode(mode);
         assert_eq!(mf.file_from_offset(), 8192);
         assert_eq!(mf.append(b"hello")?, 0);
         assert_eq!(mf.append(b"world")?, 5);
@@ -452,16 +514,54 @@ mod tests {
         assert_eq!(&s[..], b"world", "a slice outlives the deleted file");
         assert!(!path.exists());
 
-        let mf = MappedFile::create(&path, 8192)?;
+        let mf = MappedFile::create(&path, 8192)?.with_append_mode(mode);
         let big = vec![7u8; 8192];
         assert!(mf.append(&big[..8193.min(big.len())]).is_ok());
         assert!(mf.is_full());
         assert!(matches!(mf.append(b"x"), Err(StoreError::FileFull { .. })));
         drop(mf);
-        let mf = MappedFile::open(&path, 8192)?;
+        let mf = MappedFile::open(&path, 8192)?.with_append_mode(mode);
         assert_eq!(mf.wrote_position(), 8192);
         assert_eq!(mf.read_at(8191, 1), Some(&[7u8][..]));
         assert!(MappedFile::open(&path, 4096).is_err());
+        Ok(())
+    }
+
+    /// A `fill` that fails publishes nothing, in either mode (the next append takes the same
+    /// position and overwrites what it left); a record larger than the kept scratch is written
+    /// whole.
+    #[test]
+    fn failed_fill_publishes_nothing() -> Result<(), StoreError> {
+        for mode in MODES {
+            let dir = tmp();
+            let path = dir.path().join(file_name(0));
+            let size = 4 * APPEND_SCRATCH_KEEP;
+            let mf = MappedFile::create(&path, size)?.with_append_mode(mode);
+            let failed = mf.append_with(8, |dst| {
+                dst.copy_from_slice(b"torn rec");
+                Err(StoreError::Config("encode failed".into()))
+            });
+            assert!(failed.is_err());
+            assert_eq!(mf.wrote_position(), 0);
+            assert_eq!(
+                mf.append_with(4, |dst| {
+                    if mode == AppendMode::FileWrite {
+                        assert_eq!(dst, [0u8; 4], "the scratch starts from zeros");
+                    }
+                    dst.copy_from_slice(b"next");
+                    Ok(())
+                })?,
+                0
+            );
+            let big = vec![9u8; 2 * APPEND_SCRATCH_KEEP];
+            assert_eq!(mf.append(&big)?, 4);
+            assert_eq!(mf.read_at(0, 4), Some(&b"next"[..]));
+            assert_eq!(mf.read_at(4, big.len()), Some(&big[..]));
+            drop(mf);
+            let raw = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+            assert_eq!(&raw[..4], b"next");
+            assert!(raw[4..4 + big.len()].iter().all(|b| *b == 9));
+        }
         Ok(())
     }
 
@@ -470,7 +570,7 @@ mod tests {
         let dir = tmp();
         let path = dir.path().join(file_name(0));
         let size = 3 * OS_PAGE_SIZE;
-        let mf = MappedFile::create(&path, size)?;
+        let mf = MappedFile::create(&path, size)?.with_append_mode(AppendMode::FileWrite);
         mf.append(&vec![0xAB; size])?;
         mf.truncate_to(100)?;
         assert_eq!(mf.wrote_position(), 100);

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use parking_lot::RwLock;
 
 use crate::error::StoreError;
-use crate::mapped_file::{MappedFile, file_name, parse_file_name};
+use crate::mapped_file::{AppendMode, MappedFile, file_name, parse_file_name};
 
 /// The files of one stream, oldest first.
 pub struct MappedFileQueue {
@@ -25,6 +25,8 @@ pub struct MappedFileQueue {
     files: RwLock<Vec<Arc<MappedFile>>>,
     /// Global offset up to which data is known durable.
     flushed_where: AtomicI64,
+    /// How the segments take appends: `pwrite` (see the `mapped_file` module docs).
+    append_mode: AppendMode,
 }
 
 impl std::fmt::Debug for MappedFileQueue {
@@ -45,6 +47,7 @@ impl MappedFileQueue {
             mapped_file_size,
             files: RwLock::new(Vec::new()),
             flushed_where: AtomicI64::new(0),
+            append_mode: AppendMode::FileWrite,
         }
     }
 
@@ -118,7 +121,9 @@ impl MappedFileQueue {
                 file.set_len(self.mapped_file_size as u64)
                     .map_err(|e| StoreError::io(&path, e))?;
             }
-            files.push(Arc::new(MappedFile::open(&path, self.mapped_file_size)?));
+            files.push(Arc::new(
+                MappedFile::open(&path, self.mapped_file_size)?.with_append_mode(self.append_mode),
+            ));
             expected = offset.checked_add(size);
         }
         *self.files.write() = files;
@@ -157,7 +162,9 @@ impl MappedFileQueue {
             None => start_offset - start_offset.rem_euclid(self.size_i64()),
         };
         let path = self.dir.join(file_name(next_from));
-        let file = Arc::new(MappedFile::create(&path, self.mapped_file_size)?);
+        let file = Arc::new(
+            MappedFile::create(&path, self.mapped_file_size)?.with_append_mode(self.append_mode),
+        );
         tracing::debug!(path = %path.display(), "created commit log segment");
         files.push(Arc::clone(&file));
         Ok(file)
