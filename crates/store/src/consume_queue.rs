@@ -106,7 +106,7 @@ pub struct ConsumeQueue {
     dir: PathBuf,
     file_size: usize,
     /// Files oldest first; see the module docs for their invariants.
-    files: Vec<MappedFile>,
+    files: Vec<Arc<MappedFile>>,
     /// Length of each file on disk when it was opened (parallel to `files` until recovery ran);
     /// recovery never trusts bytes beyond it, so a file cut short cannot yield half units.
     disk_lens: Vec<u64>,
@@ -262,7 +262,7 @@ impl ConsumeQueue {
             }
             let mapped = MappedFile::open(&path, self.file_size)?;
             mapped.set_wrote_position(self.file_size);
-            self.files.push(mapped);
+            self.files.push(Arc::new(mapped));
             self.disk_lens.push(disk_len);
             expected = offset.checked_add(file_size);
         }
@@ -352,7 +352,7 @@ impl ConsumeQueue {
             if let Some(file) = self.files.pop() {
                 tracing::info!(topic = %self.topic, queue_id = self.queue_id,
                     file = file.file_from_offset(), "dropping dirty consume queue file");
-                file.destroy()?;
+                file.unlink()?;
             }
         }
         if let Some(file) = self.files.get(idx) {
@@ -439,7 +439,7 @@ impl ConsumeQueue {
         let path = self.dir.join(file_name(from));
         let file = MappedFile::create(&path, self.file_size)?;
         debug_assert_eq!(file.file_from_offset(), from);
-        self.files.push(file);
+        self.files.push(Arc::new(file));
         Ok(())
     }
 
@@ -606,7 +606,7 @@ impl ConsumeQueue {
             }
             if lo == 0 {
                 if let Some(file) = self.files.pop() {
-                    file.destroy()?;
+                    file.unlink()?;
                 }
                 continue;
             }
@@ -633,7 +633,7 @@ impl ConsumeQueue {
             let from = last.file_from_offset();
             if cut <= from {
                 if let Some(file) = self.files.pop() {
-                    file.destroy()?;
+                    file.unlink()?;
                 }
                 continue;
             }
@@ -672,7 +672,7 @@ impl ConsumeQueue {
             let file = self.files.remove(0);
             tracing::info!(topic = %self.topic, queue_id = self.queue_id,
                 file = file.file_from_offset(), "deleting expired consume queue file");
-            file.destroy()?;
+            file.unlink()?;
             deleted += 1;
         }
         if let Some(first) = self.files.first() {
@@ -733,10 +733,21 @@ impl ConsumeQueue {
         Ok(())
     }
 
+    /// The files holding unflushed units, to be flushed after the queue's lock is released (an
+    /// msync waits for the disk, and dispatch needs the write lock to append the next unit).
+    /// A file deleted meanwhile stays mapped until its handle here is dropped.
+    pub fn dirty_files(&self) -> Vec<Arc<MappedFile>> {
+        self.files
+            .iter()
+            .filter(|f| f.is_able_to_flush(0))
+            .cloned()
+            .collect()
+    }
+
     /// Deletes every file and the queue's directory (and the topic directory once empty).
     pub fn destroy(self) -> Result<(), StoreError> {
         for file in self.files {
-            file.destroy()?;
+            file.unlink()?;
         }
         remove_dir_if_empty(&self.dir)?;
         if let Some(topic_dir) = self.dir.parent() {
@@ -948,7 +959,10 @@ impl ConsumeQueueTable {
     /// Flushes every queue.
     pub fn flush(&self) -> Result<(), StoreError> {
         for queue in self.all() {
-            queue.read().flush()?;
+            let dirty = queue.read().dirty_files();
+            for file in dirty {
+                file.flush()?;
+            }
         }
         Ok(())
     }

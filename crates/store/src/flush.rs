@@ -372,9 +372,13 @@ impl FlushConsumeQueueService {
     /// Flushes all ConsumeQueues and the index, then writes the checkpoint.
     pub fn flush_once(&self) -> Result<(), StoreError> {
         let ts = self.progress.last_dispatched_store_timestamp();
+        // Neither flush holds the locks dispatch appends under while it waits for the disk.
         self.queues.flush()?;
         if let Some(index) = &self.index {
-            index.read().flush()?;
+            let handles = index.read().flush_handles();
+            for handle in handles {
+                handle.flush()?;
+            }
         }
         if ts > 0 {
             self.checkpoint.set_logics_msg_timestamp(ts);

@@ -28,9 +28,10 @@
 
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::StoreError;
 
@@ -131,13 +132,44 @@ fn check_geometry(hash_slot_num: usize, index_num: usize) -> Result<usize, Store
 }
 
 /// One IndexFile, mapped read-write.
+///
+/// The map is a raw mapping behind an `Arc` so that an msync can run without the index's lock
+/// ([`IndexFile::flush_handle`]): dispatch needs that lock for writing to add the next key, and
+/// an msync of scattered hash-slot pages waits for the disk for milliseconds. All reads and
+/// writes go through the bounds-checked helpers below, under the owner's lock.
 pub struct IndexFile {
     path: PathBuf,
-    map: MmapMut,
+    map: Arc<MmapRaw>,
+    size: usize,
     hash_slot_num: usize,
     index_num: usize,
     header: IndexHeader,
-    dirty: AtomicBool,
+    dirty: Arc<AtomicBool>,
+}
+
+/// An msync of one IndexFile taken out of the index's lock; keeps the mapping alive (also when
+/// the file is deleted meanwhile).
+pub struct IndexFlush {
+    path: PathBuf,
+    map: Arc<MmapRaw>,
+    dirty: Arc<AtomicBool>,
+}
+
+impl IndexFlush {
+    /// msyncs the mapping if anything changed since the last flush.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        msync_if_dirty(&self.map, &self.dirty, &self.path)
+    }
+}
+
+fn msync_if_dirty(map: &MmapRaw, dirty: &AtomicBool, path: &Path) -> Result<(), StoreError> {
+    if dirty.swap(false, Ordering::AcqRel)
+        && let Err(e) = map.flush()
+    {
+        dirty.store(true, Ordering::Release);
+        return Err(StoreError::io(path, e));
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for IndexFile {
@@ -173,6 +205,7 @@ impl IndexFile {
         let mut index = IndexFile {
             path: path.to_path_buf(),
             map,
+            size,
             hash_slot_num,
             index_num,
             header: IndexHeader {
@@ -183,7 +216,7 @@ impl IndexFile {
                 hash_slot_count: 0,
                 index_count: 1,
             },
-            dirty: AtomicBool::new(true),
+            dirty: Arc::new(AtomicBool::new(true)),
         };
         index.write_header();
         Ok(index)
@@ -212,10 +245,11 @@ impl IndexFile {
         let mut index = IndexFile {
             path: path.to_path_buf(),
             map,
+            size,
             hash_slot_num,
             index_num,
             header: IndexHeader::default(),
-            dirty: AtomicBool::new(false),
+            dirty: Arc::new(AtomicBool::new(false)),
         };
         let corrupt = |reason: &str| StoreError::corrupt(path, 0, reason.to_owned());
         let header = IndexHeader {
@@ -250,10 +284,14 @@ impl IndexFile {
         Ok(index)
     }
 
-    fn map(path: &Path, file: &fs::File, size: usize) -> Result<MmapMut, StoreError> {
-        // SAFETY: the mapping is shared with the file only; the store directory is protected by
-        // its `lock` file, so no other process resizes the file under us.
-        unsafe { MmapOptions::new().len(size).map_mut(file) }.map_err(|e| StoreError::io(path, e))
+    fn map(path: &Path, file: &fs::File, size: usize) -> Result<Arc<MmapRaw>, StoreError> {
+        // The mapping is shared with the file only; the store directory is protected by its
+        // `lock` file, so no other process resizes the file under us.
+        MmapOptions::new()
+            .len(size)
+            .map_raw(file)
+            .map(Arc::new)
+            .map_err(|e| StoreError::io(path, e))
     }
 
     /// Path of the file.
@@ -284,22 +322,40 @@ impl IndexFile {
         usize::try_from(self.header.index_count).unwrap_or(usize::MAX) >= self.index_num
     }
 
+    /// Copies `N` bytes at `pos` out of the map; `None` past its end.
+    fn read_array<const N: usize>(&self, pos: usize) -> Option<[u8; N]> {
+        if pos.checked_add(N)? > self.size {
+            return None;
+        }
+        let mut out = [0u8; N];
+        // SAFETY: `[pos, pos + N)` lies inside the mapping of `size` bytes, which lives as long
+        // as `self.map`. Writes only happen through `&mut self` (the owner's write lock), so none
+        // runs while `&self` is borrowed; an msync does not write our memory.
+        unsafe { std::ptr::copy_nonoverlapping(self.map.as_ptr().add(pos), out.as_mut_ptr(), N) };
+        Some(out)
+    }
+
     fn read_i32(&self, pos: usize) -> Option<i32> {
-        let bytes = self.map.get(pos..pos.checked_add(4)?)?;
-        Some(i32::from_be_bytes(bytes.try_into().ok()?))
+        self.read_array(pos).map(i32::from_be_bytes)
     }
 
     fn read_i64(&self, pos: usize) -> Option<i64> {
-        let bytes = self.map.get(pos..pos.checked_add(8)?)?;
-        Some(i64::from_be_bytes(bytes.try_into().ok()?))
+        self.read_array(pos).map(i64::from_be_bytes)
     }
 
     fn write_bytes(&mut self, pos: usize, bytes: &[u8]) {
-        let end = pos.saturating_add(bytes.len());
-        if let Some(dst) = self.map.get_mut(pos..end) {
-            dst.copy_from_slice(bytes);
-        } else {
+        if pos.saturating_add(bytes.len()) > self.size {
             debug_assert!(false, "index write out of bounds at {pos}");
+            return;
+        }
+        // SAFETY: in bounds (checked above); `&mut self` excludes every other reader and writer
+        // of this file's memory.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.map.as_mut_ptr().add(pos),
+                bytes.len(),
+            );
         }
     }
 
@@ -480,13 +536,17 @@ impl IndexFile {
 
     /// msyncs the mapping if anything changed since the last flush.
     pub fn flush(&self) -> Result<(), StoreError> {
-        if self.dirty.swap(false, Ordering::AcqRel)
-            && let Err(e) = self.map.flush()
-        {
-            self.dirty.store(true, Ordering::Release);
-            return Err(StoreError::io(&self.path, e));
-        }
-        Ok(())
+        msync_if_dirty(&self.map, &self.dirty, &self.path)
+    }
+
+    /// The flush of this file, to run after the owner's lock is released; `None` if nothing
+    /// changed since the last flush.
+    pub fn flush_handle(&self) -> Option<IndexFlush> {
+        self.dirty.load(Ordering::Acquire).then(|| IndexFlush {
+            path: self.path.clone(),
+            map: Arc::clone(&self.map),
+            dirty: Arc::clone(&self.dirty),
+        })
     }
 
     /// Unmaps and deletes the file.
@@ -563,6 +623,31 @@ mod tests {
             raw[40 + slots * 4..e1].iter().all(|b| *b == 0),
             "entry 0 unused"
         );
+        Ok(())
+    }
+
+    /// A flush handle is taken while the file is borrowed and runs after: it clears the dirty
+    /// mark the next write sets again, and still works once the file was deleted.
+    #[test]
+    fn flush_handle_outlives_the_borrow_and_the_file() -> Result<(), StoreError> {
+        let dir = tmp();
+        let path = dir.path().join("20240101000000002");
+        let mut f = IndexFile::create(&path, 8, 16, 0, 0)?;
+        let handle = f
+            .flush_handle()
+            .ok_or_else(|| StoreError::Config("dirty".into()))?;
+        handle.flush()?;
+        assert!(f.flush_handle().is_none(), "clean after the handle's flush");
+        assert!(f.put_key("T#k", 100, 1_000));
+        let handle = f
+            .flush_handle()
+            .ok_or_else(|| StoreError::Config("dirty".into()))?;
+        let mut out = Vec::new();
+        f.select_phy_offsets(&mut out, "T#k", 10, 0, i64::MAX);
+        assert_eq!(out, vec![100]);
+        f.destroy()?;
+        assert!(!path.exists());
+        handle.flush()?;
         Ok(())
     }
 

@@ -14,7 +14,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
-use crate::index_file::{DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, IndexFile, build_key};
+use crate::index_file::{
+    DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, IndexFile, IndexFlush, build_key,
+};
 
 /// Directory under the store root holding the IndexFiles.
 pub const INDEX_DIR: &str = "index";
@@ -323,6 +325,15 @@ impl IndexService {
             deleted += 1;
         }
         Ok(deleted)
+    }
+
+    /// The flushes of every file changed since the last flush, to run without the service's
+    /// lock (see [`IndexFile::flush_handle`]).
+    pub fn flush_handles(&self) -> Vec<IndexFlush> {
+        self.files
+            .iter()
+            .filter_map(IndexFile::flush_handle)
+            .collect()
     }
 
     /// Flushes every file changed since the last flush.

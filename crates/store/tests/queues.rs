@@ -965,3 +965,30 @@ fn disk_usage_of_the_store_filesystem() -> TestResult {
     );
     Ok(())
 }
+
+/// The consume-queue flush takes handles of the dirty files under the queue's read lock and
+/// msyncs them after releasing it: only files with unflushed units are handed out, a flushed
+/// file is clean until the next unit, and a handle still flushes after retention deleted its
+/// file.
+#[test]
+fn cq_dirty_files_are_flushed_outside_the_queue() -> TestResult {
+    let dir = tmp();
+    let mut cq = filled_queue(dir.path(), 10, 25)?;
+    let dirty = cq.dirty_files();
+    assert_eq!(dirty.len(), 3, "three files hold unflushed units");
+    for file in &dirty {
+        file.flush()?;
+    }
+    assert!(cq.dirty_files().is_empty());
+    cq.put(25, unit(25))?;
+    let dirty = cq.dirty_files();
+    assert_eq!(dirty.len(), 1, "only the file the new unit went to");
+    assert_eq!(cq.delete_expired(i64::MAX)?, 2);
+    for file in &dirty {
+        file.flush()?;
+    }
+    assert!(cq.dirty_files().is_empty());
+    let got = cq.get(25).map(|u| u.commit_log_offset);
+    assert_eq!(got, Some(2500));
+    Ok(())
+}
