@@ -354,8 +354,10 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         tokio::time::sleep(WRITE_DRAIN_TIMEOUT).await;
     };
     tokio::pin!(drain_deadline);
-    let mut batch = Vec::with_capacity(WRITE_BATCH_MAX_FRAMES);
-    let mut buf = BytesMut::with_capacity(WRITE_COALESCE_BYTES);
+    // Both grow with use (a busy connection keeps its largest batch, under WRITE_COALESCE_BYTES
+    // plus one frame); an idle connection keeps what its few frames needed.
+    let mut batch = Vec::new();
+    let mut buf = BytesMut::new();
     loop {
         // Queued frames first: a closing connection still flushes what was queued before.
         let received = tokio::select! {
