@@ -86,9 +86,12 @@ bench() {
 
 # ---- broker lifecycle -----------------------------------------------------------------------------
 # Free ports: a name server port, and a broker port P with P-2 and P+1 free (Apache's fast channel
-# and HA listener).
+# and HA listener). They are taken below the kernel's ephemeral range: a port from that range can
+# be handed to an outgoing connection (the load generator polling the starting name server) in the
+# seconds between this check and the JVM binding it, which once failed Apache's HA listener.
 free_ports() {
     python3 - <<'PY'
+import random
 import socket
 def free(p):
     s = socket.socket()
@@ -98,12 +101,17 @@ def free(p):
         return False
     finally:
         s.close()
-def anyp():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-n = anyp()
+with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+    low = int(f.read().split()[0])
+top = max(low - 2, 12000)
+def pick():
+    return random.randrange(10002, top)
+n = pick()
+while not free(n):
+    n = pick()
 while True:
-    p = anyp()
-    if p > 1024 and p != n and all(free(q) for q in (p - 2, p, p + 1)) and n not in (p - 2, p + 1):
+    p = pick()
+    if abs(p - n) > 2 and all(free(q) for q in (p - 2, p, p + 1)):
         print(n, p); break
 PY
 }
