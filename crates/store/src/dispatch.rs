@@ -552,6 +552,26 @@ mod tests {
         }
     }
 
+    /// A CommitLog, its ConsumeQueues and an ASYNC_FLUSH reput service with no thread: records
+    /// are dispatched only by `dispatch_now` calls.
+    fn inline_store(
+        root: &std::path::Path,
+    ) -> (Arc<CommitLog>, Arc<ConsumeQueueTable>, Arc<ReputService>) {
+        let mut config = MessageStoreConfig::with_root(root);
+        config.mapped_file_size_commit_log = 4 * 1024 * 1024;
+        let commit_log = Arc::new(CommitLog::new(&config));
+        commit_log.load().expect("load");
+        let queues = Arc::new(ConsumeQueueTable::new(root, 1024));
+        let reput = ReputService::new(
+            Arc::clone(&commit_log),
+            Dispatcher::new(Arc::clone(&queues), None, Vec::new()),
+            FlushDiskType::AsyncFlush,
+            Arc::new(Waker::new()),
+            0,
+        );
+        (commit_log, queues, reput)
+    }
+
     fn append(commit_log: &CommitLog, topic: &str) {
         let mut msg = MessageExt::new(topic, vec![7u8; 16].into());
         msg.born_host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
@@ -564,18 +584,7 @@ mod tests {
     #[test]
     fn inline_dispatch_goes_on_after_a_pass_unwinds() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = MessageStoreConfig::with_root(dir.path());
-        config.mapped_file_size_commit_log = 4 * 1024 * 1024;
-        let commit_log = Arc::new(CommitLog::new(&config));
-        commit_log.load().expect("load");
-        let queues = Arc::new(ConsumeQueueTable::new(dir.path(), 1024));
-        let reput = ReputService::new(
-            Arc::clone(&commit_log),
-            Dispatcher::new(Arc::clone(&queues), None, Vec::new()),
-            FlushDiskType::AsyncFlush,
-            Arc::new(Waker::new()),
-            0,
-        );
+        let (commit_log, queues, reput) = inline_store(dir.path());
         reput.set_listener(Some(Arc::new(PanicOnce(Default::default()))));
         append(&commit_log, "Unwind");
         let unwound =
@@ -596,18 +605,7 @@ mod tests {
     #[test]
     fn inline_dispatch_leaves_nothing_behind_without_the_thread() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = MessageStoreConfig::with_root(dir.path());
-        config.mapped_file_size_commit_log = 4 * 1024 * 1024;
-        let commit_log = Arc::new(CommitLog::new(&config));
-        commit_log.load().expect("load");
-        let queues = Arc::new(ConsumeQueueTable::new(dir.path(), 1024));
-        let reput = ReputService::new(
-            Arc::clone(&commit_log),
-            Dispatcher::new(Arc::clone(&queues), None, Vec::new()),
-            FlushDiskType::AsyncFlush,
-            Arc::new(Waker::new()),
-            0,
-        );
+        let (commit_log, queues, reput) = inline_store(dir.path());
         let threads: Vec<_> = (0..THREADS)
             .map(|t| {
                 let (commit_log, reput) = (Arc::clone(&commit_log), Arc::clone(&reput));
