@@ -140,7 +140,6 @@ fn check_geometry(hash_slot_num: usize, index_num: usize) -> Result<usize, Store
 pub struct IndexFile {
     path: PathBuf,
     map: Arc<MmapRaw>,
-    size: usize,
     hash_slot_num: usize,
     index_num: usize,
     header: IndexHeader,
@@ -205,7 +204,6 @@ impl IndexFile {
         let mut index = IndexFile {
             path: path.to_path_buf(),
             map,
-            size,
             hash_slot_num,
             index_num,
             header: IndexHeader {
@@ -245,7 +243,6 @@ impl IndexFile {
         let mut index = IndexFile {
             path: path.to_path_buf(),
             map,
-            size,
             hash_slot_num,
             index_num,
             header: IndexHeader::default(),
@@ -324,11 +321,11 @@ impl IndexFile {
 
     /// Copies `N` bytes at `pos` out of the map; `None` past its end.
     fn read_array<const N: usize>(&self, pos: usize) -> Option<[u8; N]> {
-        if pos.checked_add(N)? > self.size {
+        if pos.checked_add(N)? > self.map.len() {
             return None;
         }
         let mut out = [0u8; N];
-        // SAFETY: `[pos, pos + N)` lies inside the mapping of `size` bytes, which lives as long
+        // SAFETY: `[pos, pos + N)` lies inside the mapping, which lives as long
         // as `self.map`. Writes only happen through `&mut self` (the owner's write lock), so none
         // runs while `&self` is borrowed; an msync does not write our memory.
         unsafe { std::ptr::copy_nonoverlapping(self.map.as_ptr().add(pos), out.as_mut_ptr(), N) };
@@ -344,7 +341,7 @@ impl IndexFile {
     }
 
     fn write_bytes(&mut self, pos: usize, bytes: &[u8]) {
-        if pos.saturating_add(bytes.len()) > self.size {
+        if pos.saturating_add(bytes.len()) > self.map.len() {
             debug_assert!(false, "index write out of bounds at {pos}");
             return;
         }
