@@ -494,3 +494,19 @@ impl CommitLog {
         })
     }
 }
+
+/// Appends a message with a `body_len`-byte body to `queue_id` of `topic`, born at and stored by
+/// a loopback host: the record the unit tests of the services built on the CommitLog need.
+#[cfg(test)]
+pub(crate) fn append_test_message(
+    commit_log: &CommitLog,
+    topic: &str,
+    queue_id: i32,
+    body_len: usize,
+) {
+    let mut msg = MessageExt::new(topic, vec![7u8; body_len].into());
+    msg.queue_id = queue_id;
+    msg.born_host = SocketAddr::from(([127, 0, 0, 1], 1));
+    msg.store_host = msg.born_host;
+    assert!(commit_log.put_message(msg).is_ok(), "append");
+}

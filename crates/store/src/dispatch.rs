@@ -535,8 +535,8 @@ impl ReputService {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commit_log::append_test_message;
     use crate::config::MessageStoreConfig;
-    use comet_protocol::message::MessageExt;
 
     const THREADS: usize = 8;
     const PER_THREAD: usize = 2000;
@@ -572,13 +572,6 @@ mod tests {
         (commit_log, queues, reput)
     }
 
-    fn append(commit_log: &CommitLog, topic: &str) {
-        let mut msg = MessageExt::new(topic, vec![7u8; 16].into());
-        msg.born_host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
-        msg.store_host = msg.born_host;
-        assert!(commit_log.put_message(msg).is_ok(), "append");
-    }
-
     /// A pass that unwinds must not leave the "a dispatcher is running" mark behind: the next
     /// caller dispatches instead of leaving its record to nobody.
     #[test]
@@ -586,12 +579,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (commit_log, queues, reput) = inline_store(dir.path());
         reput.set_listener(Some(Arc::new(PanicOnce(Default::default()))));
-        append(&commit_log, "Unwind");
+        append_test_message(&commit_log, "Unwind", 0, 16);
         let unwound =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reput.dispatch_now()));
         assert!(unwound.is_err(), "the listener's panic reaches the caller");
-        append(&commit_log, "Unwind");
-        append(&commit_log, "Unwind");
+        append_test_message(&commit_log, "Unwind", 0, 16);
+        append_test_message(&commit_log, "Unwind", 0, 16);
         reput.dispatch_now();
         assert_eq!(reput.reput_from_offset(), commit_log.max_offset());
         let units = queues.find("Unwind", 0).map(|q| q.read().max_offset());
@@ -611,11 +604,8 @@ mod tests {
                 let (commit_log, reput) = (Arc::clone(&commit_log), Arc::clone(&reput));
                 std::thread::spawn(move || {
                     for _ in 0..PER_THREAD {
-                        let mut msg = MessageExt::new("InlineDispatch", vec![7u8; 16].into());
-                        msg.queue_id = i32::try_from(t).expect("small") % QUEUES;
-                        msg.born_host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
-                        msg.store_host = msg.born_host;
-                        assert!(commit_log.put_message(msg).is_ok(), "append");
+                        let queue_id = i32::try_from(t).expect("small") % QUEUES;
+                        append_test_message(&commit_log, "InlineDispatch", queue_id, 16);
                         reput.dispatch_now();
                     }
                 })

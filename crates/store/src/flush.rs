@@ -408,7 +408,6 @@ mod tests {
     /// consuming its wake-ups.
     #[test]
     fn timed_async_flush_is_not_woken_by_appends() {
-        use comet_protocol::message::MessageExt;
         for timed in [true, false] {
             let dir = tempfile::tempdir().expect("tempdir");
             let mut config = MessageStoreConfig::with_root(dir.path());
@@ -421,10 +420,7 @@ mod tests {
             let flusher =
                 CommitLogFlusher::new(&config, Arc::clone(&commit_log), checkpoint, Arc::default());
             while commit_log.max_offset() < 8 * OS_PAGE_SIZE as i64 {
-                let mut msg = MessageExt::new("Timed", vec![1u8; 1024].into());
-                msg.born_host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
-                msg.store_host = msg.born_host;
-                assert!(commit_log.put_message(msg).is_ok(), "append");
+                crate::commit_log::append_test_message(&commit_log, "Timed", 0, 1024);
                 flusher.wake_if_needed();
             }
             assert_eq!(
