@@ -125,7 +125,8 @@ pub struct PushConsumerConfig {
     pub allocate_message_queue_strategy: Arc<dyn AllocateMessageQueueStrategy>,
     /// A user-provided offset store replacing the default one of the message model.
     pub offset_store: Option<Arc<dyn OffsetStore>>,
-    /// Java's thread pool floor; kept for configuration parity (tasks are not pre-spawned).
+    /// Java's thread pool floor; kept for configuration parity (concurrent consumption runs
+    /// `consume_thread_max` workers, orderly consumption up to that many listener calls).
     pub consume_thread_min: usize,
     /// Most listener invocations running at once.
     pub consume_thread_max: usize,
@@ -1438,7 +1439,7 @@ impl Runtime {
         dispatch_to_consume: bool,
     ) {
         match &self.consume_service {
-            ConsumeService::Concurrently(s) => s.submit_consume_request(consumer, msgs, pq, mq),
+            ConsumeService::Concurrently(s) => s.submit_consume_request(msgs, pq, mq),
             ConsumeService::Orderly(s) => {
                 s.submit_consume_request(consumer, pq, mq, dispatch_to_consume)
             }
