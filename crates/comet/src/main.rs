@@ -84,7 +84,14 @@ fn main() -> Result<()> {
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
             .init();
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Bench(bench::BenchArgs {
+        threads: Some(n), ..
+    }) = &cli.command
+    {
+        builder.worker_threads(usize::from(*n));
+    }
+    let runtime = builder
         .enable_all()
         .thread_name("comet")
         .build()
@@ -118,4 +125,39 @@ pub async fn wait_for_signal() -> Result<()> {
         _ = term.recv() => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bench_threads(args: &[&str]) -> Result<Option<u16>, clap::Error> {
+        let cli = Cli::try_parse_from(args)?;
+        match cli.command {
+            Command::Bench(b) => Ok(b.threads),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bench_threads_is_optional_bounded_and_given_before_or_after_the_workload() {
+        assert_eq!(
+            bench_threads(&["comet", "bench", "produce"]).ok(),
+            Some(None)
+        );
+        assert_eq!(
+            bench_threads(&["comet", "bench", "--threads", "1", "produce"]).ok(),
+            Some(Some(1))
+        );
+        assert_eq!(
+            bench_threads(&["comet", "bench", "consume", "--threads", "3"]).ok(),
+            Some(Some(3))
+        );
+        for bad in ["0", "257", "-1", "x"] {
+            assert!(
+                bench_threads(&["comet", "bench", "e2e", "--threads", bad]).is_err(),
+                "{bad}"
+            );
+        }
+    }
 }

@@ -42,9 +42,16 @@ pub const DEFAULT_REPORT_INTERVAL_SECS: f64 = 1.0;
 pub const READY_RETRY_PAUSE: Duration = Duration::from_millis(5);
 /// Largest number of queues a bench topic may ask for.
 pub const MAX_BENCH_QUEUES: i32 = 1024;
+/// Largest `--threads` accepted.
+pub const MAX_BENCH_THREADS: usize = 256;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// Tokio worker threads of the load generator (default: one per core). On a box it shares
+    /// with the broker, one thread is often faster: a multi-threaded client spends much of its
+    /// CPU waking its other thread for each response (see BENCHMARKS.md).
+    #[arg(long, global = true, value_parser = clap::value_parser!(u16).range(1..=MAX_BENCH_THREADS as i64))]
+    pub threads: Option<u16>,
     #[command(subcommand)]
     pub command: BenchCommand,
 }
