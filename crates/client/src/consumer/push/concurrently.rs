@@ -51,11 +51,22 @@ struct ConsumeRequest {
 }
 
 /// The requests the consume workers take, first in first out.
+///
+/// Wake-ups are handed on one at a time, as Go's scheduler does with its spinning thread: a push
+/// wakes a worker only when no woken worker is on its way to the queue yet (`searching`), and a
+/// worker that takes a request while more are queued wakes the next one. A burst of 32 requests
+/// then wakes as many workers as the queue keeps being non-empty for — one or two for a listener
+/// that returns at once, all of them for a slow one — instead of one per request: each wake-up is a
+/// task schedule and, often, a futex call to unpark another thread.
 #[derive(Default)]
 struct RequestQueue {
     requests: Mutex<VecDeque<ConsumeRequest>>,
-    /// One permit per queued request; a worker waits here when the queue is empty.
+    /// Where workers wait while the queue is empty.
     ready: Notify,
+    /// A worker has been woken (or a wake-up permit stored) and has not looked at the queue yet.
+    /// Every `true` set by a pusher or a worker goes with exactly one `notify_one`, and the worker
+    /// that receives it sets it back to `false` when it looks.
+    searching: AtomicBool,
     closed: AtomicBool,
 }
 
@@ -70,22 +81,50 @@ impl RequestQueue {
             requests.extend(batches);
             requests.len() - before
         };
-        for _ in 0..added {
+        if added > 0 {
+            self.wake_one();
+        }
+    }
+
+    /// Wakes a worker unless one is already on its way.
+    fn wake_one(&self) {
+        if !self.searching.swap(true, Ordering::AcqRel) {
             self.ready.notify_one();
         }
     }
 
+    /// Takes the first request. `woken`: this worker holds the wake-up, which it gives up now
+    /// that it looked; if requests remain, the next worker is woken.
+    fn take(&self, woken: bool) -> Option<ConsumeRequest> {
+        let (request, more) = {
+            let mut requests = self.requests.lock();
+            let request = requests.pop_front();
+            // Given up under the lock: a push after this look then sees no one searching and
+            // wakes a worker itself; a push before it is seen here as `more`.
+            if woken {
+                self.searching.store(false, Ordering::Release);
+            }
+            (request, !requests.is_empty())
+        };
+        if more {
+            self.wake_one();
+        }
+        request
+    }
+
+    #[cfg(test)]
     fn pop(&self) -> Option<ConsumeRequest> {
         self.requests.lock().pop_front()
     }
 
     /// The next request; `None` once the queue is closed or `stop` is cancelled.
     async fn next(&self, stop: &CancellationToken) -> Option<ConsumeRequest> {
+        let mut woken = false;
         loop {
             if self.closed.load(Ordering::Acquire) {
                 return None;
             }
-            if let Some(request) = self.pop() {
+            if let Some(request) = self.take(woken) {
                 return Some(request);
             }
             // Register as a waiter before looking again, so that a push or a close between the
@@ -96,12 +135,20 @@ impl RequestQueue {
             if self.closed.load(Ordering::Acquire) {
                 return None;
             }
-            if let Some(request) = self.pop() {
+            // Registering takes a wake-up permit stored while no worker was waiting; this worker
+            // then holds that wake-up and must give it up when it looks, or pushes would wait
+            // for a searcher that does not exist.
+            woken = notified.as_mut().now_or_never().is_some();
+            if let Some(request) = self.take(woken) {
                 return Some(request);
+            }
+            if woken {
+                woken = false;
+                continue;
             }
             tokio::select! {
                 () = stop.cancelled() => return None,
-                () = notified => {}
+                () = notified => woken = true,
             }
         }
     }
@@ -539,6 +586,55 @@ mod tests {
                 .expect("released")
                 .expect("joined")
         );
+    }
+
+    /// Many workers on two threads, requests pushed in bursts, half of them onto a queue whose
+    /// workers are all asleep: every request is taken exactly once and none is stranded while
+    /// workers sleep (a lost wake-up makes the guard fire).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bursts_are_all_taken_by_sleeping_workers() {
+        const WORKERS: usize = 16;
+        const BURSTS: i64 = 501; // odd, so the last burst is one that is waited for
+        const BURST: i64 = 7;
+        let queue = Arc::new(RequestQueue::default());
+        let stop = CancellationToken::new();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut workers = tokio::task::JoinSet::new();
+        for _ in 0..WORKERS {
+            let (queue, stop, tx) = (Arc::clone(&queue), stop.clone(), tx.clone());
+            workers.spawn(async move {
+                while let Some(r) = queue.next(&stop).await {
+                    for offset in offsets(&r) {
+                        let _ = tx.send(offset);
+                    }
+                    tokio::task::yield_now().await;
+                }
+            });
+        }
+        drop(tx);
+        let mut seen = vec![false; usize::try_from(BURSTS * BURST).expect("small")];
+        for b in 0..BURSTS {
+            // Every other burst finds all workers asleep (the previous one was fully taken);
+            // the others land while workers are still busy with the previous burst.
+            queue.push_all((b * BURST..(b + 1) * BURST).map(request));
+            if b % 2 == 1 {
+                continue;
+            }
+            let pending = if b == 0 { BURST } else { 2 * BURST };
+            for _ in 0..pending {
+                let offset = tokio::time::timeout(GUARD, rx.recv())
+                    .await
+                    .expect("a request was stranded")
+                    .expect("workers alive");
+                let slot = &mut seen[usize::try_from(offset).expect("non-negative")];
+                assert!(!*slot, "offset {offset} taken twice");
+                *slot = true;
+            }
+        }
+        assert!(seen.iter().all(|s| *s), "every request taken");
+        assert!(queue.pop().is_none());
+        stop.cancel();
+        while workers.join_next().await.is_some() {}
     }
 
     #[tokio::test]
