@@ -477,9 +477,14 @@ out.append("")
 out.append(f"Ceiling of this box: loopback TCP carried {ceil.get('tcp_writes_s')} writes/s of $SIZE B "
            f"({ceil.get('tcp_mb_s')} MB/s, one python sender, one receiver process); page-cache write "
            f"bandwidth (dd, 2 GiB, 1 MiB blocks, no fsync) {ceil.get('pagecache_mb_s')} MB/s.")
-c1 = num(val[("W1", "tps")].get("comet")); t = num(ceil.get("tcp_writes_s"))
-if c1 and t:
-    out.append(f"Comet W1 is {100 * c1 / t:.1f} % of the loopback write ceiling for $SIZE B messages.")
+t = num(ceil.get("tcp_writes_s"))
+fractions = []
+for w in ("W1", "W1s"):
+    c = num(val[(w, "tps")].get("comet"))
+    if c and t:
+        fractions.append(f"{w} {100 * c / t:.1f} %")
+if fractions:
+    out.append(f"Comet's rate as a fraction of the loopback write ceiling for $SIZE B messages: {', '.join(fractions)}.")
 open(section, "w").write("\n".join(out) + "\n")
 PY
 
