@@ -384,6 +384,11 @@ broker_config! {
     flush_consumer_offset_interval: u64 = 5000 => "flushConsumerOffsetInterval",
     /// `channelExpiredTimeout` (ms): clients silent for this long are dropped.
     channel_expired_timeout: u64 = 120_000 => "channelExpiredTimeout",
+    /// How long an orderly consumer's queue lock lives without a refresh before another member
+    /// of its group may take the queue (ms). Apache reads it from the JVM property of the same
+    /// name. Clients refresh their locks every 20 s: a shorter value lets a queue change hands
+    /// between two refreshes of a live consumer.
+    rebalance_lock_max_live_time: u64 = 60_000 => "rocketmq.broker.rebalance.lockMaxLiveTime",
     /// `serverChannelMaxIdleTimeSeconds`: connections (broker and, under `comet serve`, name
     /// server) that send nothing for this long are closed; 0 never closes them.
     server_channel_max_idle_time_seconds: u64 =
@@ -579,6 +584,11 @@ impl BrokerConfig {
     }
 
     /// The listener settings: address, TLS, idle timeout, write-buffer bound.
+    /// `rocketmq.broker.rebalance.lockMaxLiveTime` as a duration.
+    pub fn rebalance_lock_max_live(&self) -> Duration {
+        Duration::from_millis(self.rebalance_lock_max_live_time)
+    }
+
     pub fn server_config(&self) -> comet_remoting::ServerConfig {
         comet_remoting::ServerConfig {
             tls: self.tls_config(),
@@ -665,6 +675,12 @@ impl BrokerConfig {
         }
         if self.channel_expired_timeout == 0 {
             return invalid("channelExpiredTimeout", "must be positive".into());
+        }
+        if self.rebalance_lock_max_live_time < MIN_TIMER_PERIOD_MS {
+            return invalid(
+                "rocketmq.broker.rebalance.lockMaxLiveTime",
+                format!("must be at least {MIN_TIMER_PERIOD_MS} ms"),
+            );
         }
         if self.mapped_file_size_consume_queue < comet_store::consume_queue::CQ_STORE_UNIT_SIZE {
             return invalid(
@@ -870,6 +886,25 @@ mod tests {
             parsed.unknown_keys,
             vec!["enableCalcFilterBitMap".to_owned()]
         );
+    }
+
+    #[test]
+    fn rebalance_lock_max_live_time_is_apaches_property_and_is_validated() {
+        assert_eq!(
+            BrokerConfig::default().rebalance_lock_max_live(),
+            Duration::from_secs(60)
+        );
+        let c = BrokerConfig::parse("rocketmq.broker.rebalance.lockMaxLiveTime=15000\n")
+            .unwrap()
+            .config;
+        assert_eq!(c.rebalance_lock_max_live(), Duration::from_secs(15));
+        assert!(c.validate().is_ok());
+        match BrokerConfig::parse("rocketmq.broker.rebalance.lockMaxLiveTime=0\n") {
+            Err(ConfigError::Invalid { key, .. }) => {
+                assert_eq!(key, "rocketmq.broker.rebalance.lockMaxLiveTime")
+            }
+            other => panic!("expected a validation error, got {other:?}"),
+        }
     }
 
     #[test]

@@ -44,10 +44,6 @@ use crate::subscription_group::SubscriptionGroupManager;
 use crate::topic_config::TopicConfigManager;
 use crate::transaction::{self, TransactionService};
 
-/// How long an orderly consumer's queue lock lives without renewal
-/// (`rocketmq.broker.rebalance.lockMaxLiveTime`).
-pub const REBALANCE_LOCK_MAX_LIVE: Duration = Duration::from_secs(60);
-
 /// Why a broker could not start or stop cleanly.
 #[derive(Debug, Error)]
 pub enum BrokerError {
@@ -158,7 +154,7 @@ impl BrokerController {
             consumer_offsets,
             consumers: Arc::new(ConsumerManager::new(channel_expired)),
             producers: Arc::new(ProducerManager::new(channel_expired)),
-            rebalance_locks: Arc::new(RebalanceLockManager::new(REBALANCE_LOCK_MAX_LIVE)),
+            rebalance_locks: Arc::new(RebalanceLockManager::new(config.rebalance_lock_max_live())),
             pull_hold: Arc::clone(&pull_hold),
             schedule: Arc::clone(&schedule),
             outer_api,

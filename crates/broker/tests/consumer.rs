@@ -7,6 +7,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{
@@ -481,6 +482,34 @@ async fn lock_and_unlock_batches() {
         rsp.remark
             .as_deref()
             .is_some_and(|r| r.contains("LockBatchRequestBody"))
+    );
+    broker.shutdown().await;
+}
+
+/// `rocketmq.broker.rebalance.lockMaxLiveTime` reaches the lock table: a lock nobody refreshes
+/// passes to another client once that time is over, and not before.
+#[tokio::test]
+async fn an_unrefreshed_lock_passes_on_after_the_configured_live_time() {
+    const LIVE: Duration = Duration::from_millis(300);
+    let broker = TestBroker::start_with(|c| {
+        c.rebalance_lock_max_live_time = u64::try_from(LIVE.as_millis()).expect("small")
+    })
+    .await;
+    let locked_at = std::time::Instant::now();
+    assert_eq!(locked(&broker, "c1", &[0]).await, vec![0]);
+    // Failure guard only: with the 60 s default the loop would run into it.
+    let guard = locked_at + Duration::from_secs(20);
+    loop {
+        if locked(&broker, "c2", &[0]).await == vec![0] {
+            break;
+        }
+        assert!(std::time::Instant::now() < guard, "the lock never expired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        locked_at.elapsed() >= LIVE,
+        "taken over after {:?}, before the live time",
+        locked_at.elapsed()
     );
     broker.shutdown().await;
 }

@@ -52,7 +52,7 @@ pub const CLIENT_TIMER: Duration = Duration::from_secs(1);
 /// After the load stops, every acknowledged message must be consumed within this.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Orderly drain: a killed member's queue locks expire on the broker only after 60 s
-/// (`REBALANCE_LOCK_MAX_LIVE`), then the queues need the usual drain time.
+/// (`rocketmq.broker.rebalance.lockMaxLiveTime`), then the queues need the usual drain time.
 pub const ORDERLY_DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often the drain re-checks when no consumption woke it up.
 const DRAIN_RECHECK: Duration = Duration::from_millis(500);
