@@ -526,40 +526,41 @@ mod tests {
         assert!(queue.pop().is_none());
     }
 
+    /// A worker waiting on `queue`: the offsets of what `next` returned, `None` if it returned none.
+    fn spawn_next(
+        queue: &Arc<RequestQueue>,
+        stop: &CancellationToken,
+    ) -> tokio::task::JoinHandle<Option<Vec<i64>>> {
+        let (queue, stop) = (Arc::clone(queue), stop.clone());
+        tokio::spawn(async move { queue.next(&stop).await.map(|r| offsets(&r)) })
+    }
+
+    async fn joined<T>(worker: tokio::task::JoinHandle<T>) -> T {
+        tokio::time::timeout(GUARD, worker)
+            .await
+            .expect("woken")
+            .expect("joined")
+    }
+
     #[tokio::test]
     async fn a_waiting_worker_wakes_for_a_push() {
         let queue = Arc::new(RequestQueue::default());
         let stop = CancellationToken::new();
-        let worker = tokio::spawn({
-            let (queue, stop) = (Arc::clone(&queue), stop.clone());
-            async move { queue.next(&stop).await.map(|r| offsets(&r)) }
-        });
+        let worker = spawn_next(&queue, &stop);
         // Let the worker reach its wait first (it finds the queue empty).
         tokio::task::yield_now().await;
         queue.push_all(std::iter::once(request(7)));
-        let got = tokio::time::timeout(GUARD, worker)
-            .await
-            .expect("woken")
-            .expect("joined");
-        assert_eq!(got, Some(vec![7]));
+        assert_eq!(joined(worker).await, Some(vec![7]));
     }
 
     #[tokio::test]
     async fn close_drops_queued_requests_refuses_new_ones_and_releases_waiters() {
         let queue = Arc::new(RequestQueue::default());
         let stop = CancellationToken::new();
-        let waiter = tokio::spawn({
-            let (queue, stop) = (Arc::clone(&queue), stop.clone());
-            async move { queue.next(&stop).await.is_none() }
-        });
+        let waiter = spawn_next(&queue, &stop);
         tokio::task::yield_now().await;
         queue.close();
-        assert!(
-            tokio::time::timeout(GUARD, waiter)
-                .await
-                .expect("released")
-                .expect("joined")
-        );
+        assert_eq!(joined(waiter).await, None);
         queue.push_all((0..2).map(request));
         assert!(queue.pop().is_none(), "a closed queue takes nothing");
         assert!(queue.next(&stop).await.is_none());
@@ -574,18 +575,10 @@ mod tests {
     async fn a_stopped_consumer_releases_its_waiting_workers() {
         let queue = Arc::new(RequestQueue::default());
         let stop = CancellationToken::new();
-        let waiter = tokio::spawn({
-            let (queue, stop) = (Arc::clone(&queue), stop.clone());
-            async move { queue.next(&stop).await.is_none() }
-        });
+        let waiter = spawn_next(&queue, &stop);
         tokio::task::yield_now().await;
         stop.cancel();
-        assert!(
-            tokio::time::timeout(GUARD, waiter)
-                .await
-                .expect("released")
-                .expect("joined")
-        );
+        assert_eq!(joined(waiter).await, None);
     }
 
     /// Many workers on two threads, requests pushed in bursts, half of them onto a queue whose
