@@ -85,11 +85,19 @@ fn main() -> Result<()> {
             .init();
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Command::Bench(bench::BenchArgs {
-        threads: Some(n), ..
-    }) = &cli.command
-    {
-        builder.worker_threads(usize::from(*n));
+    match &cli.command {
+        Command::Bench(bench::BenchArgs {
+            threads: Some(n), ..
+        }) => {
+            builder.worker_threads(usize::from(*n));
+        }
+        Command::Serve(_) | Command::Namesrv(_) | Command::Broker(_)
+            if std::env::var_os(WORKER_THREADS_ENV).is_none() =>
+        {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            builder.worker_threads(server_worker_threads(cores));
+        }
+        _ => {}
     }
     let runtime = builder
         .enable_all()
@@ -109,6 +117,19 @@ fn main() -> Result<()> {
             Command::Bench(args) => bench::run(args).await,
         }
     })
+}
+
+/// Set, it overrides the servers' worker thread count (tokio reads it itself).
+const WORKER_THREADS_ENV: &str = "TOKIO_WORKER_THREADS";
+
+/// Tokio worker threads of a server process on a box with `cores` cores: one core is left to
+/// the threads beside the runtime (commit-log flush, ConsumeQueue and index flush, the kernel's
+/// network and page-cache work on their behalf), at least one worker. On two cores, one worker
+/// instead of two cost 17-20 % less broker CPU at the same W3 load, cut W3's p99 by a quarter and
+/// left W1 and W5 as they were or slightly faster (BENCHMARKS.md, session 5): two workers mostly
+/// spent the difference waking each other.
+fn server_worker_threads(cores: usize) -> usize {
+    cores.saturating_sub(1).max(1)
 }
 
 /// The default data directory: `./comet-data`.
@@ -137,6 +158,15 @@ mod tests {
             Command::Bench(b) => Ok(b.threads),
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn servers_leave_one_core_to_the_threads_beside_the_runtime() {
+        assert_eq!(server_worker_threads(0), 1);
+        assert_eq!(server_worker_threads(1), 1);
+        assert_eq!(server_worker_threads(2), 1);
+        assert_eq!(server_worker_threads(4), 3);
+        assert_eq!(server_worker_threads(64), 63);
     }
 
     #[test]
