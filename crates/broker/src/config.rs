@@ -583,12 +583,12 @@ impl BrokerConfig {
             .then(|| Duration::from_secs(self.server_channel_max_idle_time_seconds))
     }
 
-    /// The listener settings: address, TLS, idle timeout, write-buffer bound.
     /// `rocketmq.broker.rebalance.lockMaxLiveTime` as a duration.
     pub fn rebalance_lock_max_live(&self) -> Duration {
         Duration::from_millis(self.rebalance_lock_max_live_time)
     }
 
+    /// The listener settings: address, TLS, idle timeout, write-buffer bound.
     pub fn server_config(&self) -> comet_remoting::ServerConfig {
         comet_remoting::ServerConfig {
             tls: self.tls_config(),
