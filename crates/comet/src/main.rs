@@ -85,15 +85,23 @@ fn main() -> Result<()> {
             .init();
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    match &cli.command {
-        Command::Bench(bench::BenchArgs {
-            threads: Some(n), ..
-        }) => {
+    // Read here rather than by tokio, which panics on a value it cannot use.
+    let env_threads = std::env::var_os(WORKER_THREADS_ENV)
+        .map(|v| parse_worker_threads(&v))
+        .transpose()?;
+    match (&cli.command, env_threads) {
+        (
+            Command::Bench(bench::BenchArgs {
+                threads: Some(n), ..
+            }),
+            _,
+        ) => {
             builder.worker_threads(usize::from(*n));
         }
-        Command::Serve(_) | Command::Namesrv(_) | Command::Broker(_)
-            if std::env::var_os(WORKER_THREADS_ENV).is_none() =>
-        {
+        (_, Some(n)) => {
+            builder.worker_threads(n);
+        }
+        (Command::Serve(_) | Command::Namesrv(_) | Command::Broker(_), None) => {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
             builder.worker_threads(server_worker_threads(cores));
         }
@@ -119,8 +127,17 @@ fn main() -> Result<()> {
     })
 }
 
-/// Set, it overrides the servers' worker thread count (tokio reads it itself).
+/// Set, it overrides the worker thread count (`comet bench --threads` still wins).
 const WORKER_THREADS_ENV: &str = "TOKIO_WORKER_THREADS";
+
+/// The value of [`WORKER_THREADS_ENV`]: a positive integer.
+fn parse_worker_threads(value: &std::ffi::OsStr) -> Result<usize> {
+    value
+        .to_str()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .with_context(|| format!("{WORKER_THREADS_ENV}={value:?} is not a positive integer"))
+}
 
 /// Tokio worker threads of a server process on a box with `cores` cores: one core is left to
 /// the threads beside the runtime (commit-log flush, ConsumeQueue and index flush, the kernel's
@@ -157,6 +174,14 @@ mod tests {
         match cli.command {
             Command::Bench(b) => Ok(b.threads),
             other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn worker_threads_from_the_environment_must_be_a_positive_integer() {
+        assert_eq!(parse_worker_threads("3".as_ref()).ok(), Some(3));
+        for bad in ["0", "-1", "abc", "", "1.5"] {
+            assert!(parse_worker_threads(bad.as_ref()).is_err(), "{bad:?}");
         }
     }
 
