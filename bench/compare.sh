@@ -498,7 +498,9 @@ PY
     echo "timed workload, W4_COUNT=$W4_COUNT, $PRODUCERS producers, $SIZE B bodies, $QUEUES queues, one fresh broker"
     echo "per workload. Load generator for every broker: \`comet bench\` ($("$COMET_BIN" --version), git"
     echo "$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown), release build) on the same box,"
-    echo "its client on ${GEN_THREADS:-one tokio worker thread per core} (W1s and the third W4 read: one thread)."
+    gen_threads="one tokio worker thread per core"
+    if [[ -n $GEN_THREADS ]]; then gen_threads="$GEN_THREADS tokio worker thread(s)"; fi
+    echo "its client on $gen_threads (W1s and the third W4 read: one thread)."
     echo "Apache RocketMQ $ROCKETMQ_VERSION from Maven Central, $(java -version 2>&1 | head -1), heap $JAVA_HEAP per JVM."
     echo "Peak RSS (VmHWM) and CPU seconds (utime+stime) are the broker process's: for Comet the single"
     echo "\`comet serve\` process (name server included), for Apache the broker JVM only. Ratios are"
