@@ -28,7 +28,7 @@ use serde_json::json;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::rate::{Pacer, Quota};
+use super::rate::{Pacer, Quota, slot_spacing_nanos};
 use super::report::{Counters, Planned, Progress, Report, new_histogram, record_nanos};
 use super::stamp::{stamped_body, unix_nanos};
 use super::{TargetArgs, TopicSetupArgs, positive_secs, retry_until};
@@ -160,7 +160,8 @@ impl SendPlan {
         }
         let rate = match load.rate {
             Some(r) => {
-                Pacer::new(r).context("--rate must be a positive number of messages per second")?;
+                slot_spacing_nanos(r)
+                    .context("--rate must be a positive number of messages per second")?;
                 Some(r)
             }
             None => None,
@@ -284,7 +285,13 @@ pub async fn run_senders(
 ) -> Result<(Histogram<u64>, Vec<String>, Duration)> {
     let start = Instant::now();
     let deadline = plan.duration.map(|d| start + d);
-    let pacer = plan.rate.and_then(Pacer::new).map(Arc::new);
+    let pacer = match plan.rate {
+        Some(rate) => Some(Arc::new(
+            Pacer::start(rate, deadline.map(Instant::into_std))
+                .context("starting the pacer thread")?,
+        )),
+        None => None,
+    };
     let quota = Arc::new(Quota::new(plan.count));
     let mut senders = JoinSet::new();
     for _ in 0..plan.producers {
@@ -335,12 +342,10 @@ impl SenderContext {
         if n == 0 {
             return 0;
         }
-        if let Some(pacer) = &self.pacer {
-            let due = pacer.claim(n);
-            if self.deadline.is_some_and(|d| due >= d) {
-                return 0;
-            }
-            tokio::time::sleep_until(due).await;
+        if let Some(pacer) = &self.pacer
+            && !pacer.acquire(n).await
+        {
+            return 0;
         }
         n
     }
