@@ -103,12 +103,7 @@ impl Drop for Pacer {
 }
 
 /// The pacer thread: releases every slot once it is due, until the deadline or the stop flag.
-fn release_slots(
-    spacing: f64,
-    deadline: Option<Instant>,
-    permits: &Semaphore,
-    stop: &AtomicBool,
-) {
+fn release_slots(spacing: f64, deadline: Option<Instant>, permits: &Semaphore, stop: &AtomicBool) {
     set_fine_timer_slack();
     let start = Instant::now();
     let mut given = 0u64;
