@@ -3,8 +3,7 @@
 //! A fixed-rate run must not let one slow sender lower the rate of the others, nor let senders
 //! burst to catch up after a stall beyond what the schedule allows, so the senders share one
 //! schedule: message `k` of the run is due at `start + k / rate`. A `--count` limit is a shared
-//! quota claimed with one atomic add, so exactly `count` messages are sent however many senders
-//! there are.
+//! quota taken atomically, so exactly `count` messages are sent however many senders there are.
 //!
 //! The schedule is released by a timer thread of its own ([`Pacer`]), not by the senders sleeping
 //! on tokio's timer: that timer has a 1 ms resolution, so at 10,000 msg/s it woke ten senders at
@@ -14,7 +13,7 @@
 //! 1 µs timer slack) and hands it out as a permit, so a sender wakes when its message is due.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,7 +21,7 @@ use tokio::sync::Semaphore;
 
 /// Highest rate accepted; beyond it the slot spacing would round to zero nanoseconds.
 pub const MAX_RATE_PER_SEC: f64 = 1e9;
-/// Longest the pacer thread sleeps before it looks at its stop flag again.
+/// Longest the pacer thread sleeps before it looks again whether its schedule was closed.
 const PACER_MAX_SLEEP: Duration = Duration::from_millis(10);
 /// Timer slack of the pacer thread (Linux's default is 50 µs, half a slot at 10,000 msg/s).
 #[cfg(target_os = "linux")]
@@ -48,11 +47,11 @@ fn slots_due(elapsed: Duration, spacing_nanos: f64) -> u64 {
     (elapsed.as_nanos() as f64 / spacing_nanos) as u64 + 1
 }
 
-/// A shared fixed-rate schedule, released slot by slot by a timer thread.
+/// A shared fixed-rate schedule, released slot by slot by a timer thread. Closing the
+/// semaphore (at the deadline, or when the pacer is dropped) ends the schedule for both sides.
 #[derive(Debug)]
 pub struct Pacer {
     permits: Arc<Semaphore>,
-    stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -62,17 +61,15 @@ impl Pacer {
     pub fn start(rate: f64, deadline: Option<Instant>) -> Option<Self> {
         let spacing = slot_spacing_nanos(rate)?;
         let permits = Arc::new(Semaphore::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (permits, stop) = (Arc::clone(&permits), Arc::clone(&stop));
+            let permits = Arc::clone(&permits);
             std::thread::Builder::new()
                 .name("comet-bench-pacer".to_owned())
-                .spawn(move || release_slots(spacing, deadline, &permits, &stop))
+                .spawn(move || release_slots(spacing, deadline, &permits))
                 .ok()?
         };
         Some(Pacer {
             permits,
-            stop,
             thread: Some(thread),
         })
     }
@@ -94,7 +91,6 @@ impl Pacer {
 
 impl Drop for Pacer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
         self.permits.close();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -102,12 +98,13 @@ impl Drop for Pacer {
     }
 }
 
-/// The pacer thread: releases every slot once it is due, until the deadline or the stop flag.
-fn release_slots(spacing: f64, deadline: Option<Instant>, permits: &Semaphore, stop: &AtomicBool) {
+/// The pacer thread: releases every slot once it is due, until the deadline or until the
+/// semaphore is closed.
+fn release_slots(spacing: f64, deadline: Option<Instant>, permits: &Semaphore) {
     set_fine_timer_slack();
     let start = Instant::now();
     let mut given = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    while !permits.is_closed() {
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             break;
