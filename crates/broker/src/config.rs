@@ -327,6 +327,11 @@ broker_config! {
     check_crc_on_recover: bool = true => "checkCRCOnRecover",
     /// `messageIndexEnable`.
     message_index_enable: bool = true => "messageIndexEnable",
+    /// `mappedPagesReleaseBytes` (Comet's own): every this many bytes read from the CommitLog,
+    /// unmap the store's file pages behind the readers from the process, so the resident set does
+    /// not grow with the data stored; 0 keeps them mapped as RocketMQ does.
+    mapped_pages_release_bytes: u64 =
+        comet_store::page_release::DEFAULT_MAPPED_PAGES_RELEASE_BYTES => "mappedPagesReleaseBytes",
     /// `maxHashSlotNum` of one index file.
     max_hash_slot_num: usize = 5_000_000 => "maxHashSlotNum",
     /// `maxIndexNum` of one index file.
@@ -769,6 +774,7 @@ impl BrokerConfig {
             max_transfer_bytes_on_message_in_disk: self.max_transfer_bytes_on_message_in_disk,
             max_transfer_count_on_message_in_disk: self.max_transfer_count_on_message_in_disk,
             message_delay_level: self.message_delay_level.clone(),
+            mapped_pages_release_bytes: self.mapped_pages_release_bytes,
             ..MessageStoreConfig::default()
         }
     }

@@ -27,6 +27,7 @@ use crate::config::MessageStoreConfig;
 use crate::error::StoreError;
 use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
+use crate::page_release::PageReleaseTrigger;
 
 /// Prefix of retry topics, which may exceed 127 bytes (MAGIC V2).
 pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
@@ -170,6 +171,8 @@ pub struct CommitLog {
     max_message_size: usize,
     auto_message_version_on_topic_len: bool,
     writer: Mutex<TopicQueueTable>,
+    /// Counts the bytes read through the segments' mappings (see `page_release.rs`).
+    page_release: PageReleaseTrigger,
 }
 
 impl std::fmt::Debug for CommitLog {
@@ -198,7 +201,13 @@ impl CommitLog {
             max_message_size: config.max_message_size,
             auto_message_version_on_topic_len: config.auto_message_version_on_topic_len,
             writer: Mutex::new(TopicQueueTable::default()),
+            page_release: PageReleaseTrigger::new(config.mapped_pages_release_bytes),
         }
+    }
+
+    /// The count of bytes read through the mappings that paces `page_release.rs`.
+    pub fn page_release(&self) -> &PageReleaseTrigger {
+        &self.page_release
     }
 
     /// Maps the existing segments (positions are set by recovery).
@@ -267,7 +276,9 @@ impl CommitLog {
     pub fn get_message(&self, offset: i64, size: i32) -> Option<Bytes> {
         let file = self.queue.find_by_offset(offset)?;
         let pos = usize::try_from(offset - file.file_from_offset()).ok()?;
-        file.slice(pos, usize::try_from(size).ok()?)
+        let bytes = file.slice(pos, usize::try_from(size).ok()?)?;
+        self.page_release.note(bytes.len() as u64);
+        Some(bytes)
     }
 
     /// The whole record at `offset` (its size read from TOTALSIZE).
@@ -278,7 +289,9 @@ impl CommitLog {
         if size <= 0 {
             return None;
         }
-        file.slice(pos, usize::try_from(size).ok()?)
+        let bytes = file.slice(pos, usize::try_from(size).ok()?)?;
+        self.page_release.note(bytes.len() as u64);
+        Some(bytes)
     }
 
     /// Store timestamp of the record at `offset` of `size` bytes, if it is a valid record.

@@ -99,6 +99,10 @@ pub struct MessageStoreConfig {
     pub max_transfer_count_on_message_in_disk: usize,
     /// `messageDelayLevel`: used to compute the ConsumeQueue tags code of SCHEDULE_TOPIC_XXXX.
     pub message_delay_level: String,
+    /// `mappedPagesReleaseBytes` (Comet's own): after this many bytes were read from the
+    /// CommitLog, the pages of the store's mapped files behind the readers are unmapped from
+    /// the process (`page_release.rs`); 0 keeps them mapped, as RocketMQ does.
+    pub mapped_pages_release_bytes: u64,
 }
 
 impl Default for MessageStoreConfig {
@@ -138,6 +142,7 @@ impl Default for MessageStoreConfig {
             max_transfer_count_on_message_in_memory: 32,
             max_transfer_bytes_on_message_in_disk: 64 * 1024,
             max_transfer_count_on_message_in_disk: 8,
+            mapped_pages_release_bytes: crate::page_release::DEFAULT_MAPPED_PAGES_RELEASE_BYTES,
             message_delay_level: DEFAULT_MESSAGE_DELAY_LEVEL.to_owned(),
         }
     }

@@ -733,6 +733,11 @@ impl ConsumeQueue {
         Ok(())
     }
 
+    /// The queue's files, for work done after its lock is released (releasing mapped pages).
+    pub fn files(&self) -> Vec<Arc<MappedFile>> {
+        self.files.clone()
+    }
+
     /// The files holding unflushed units, to be flushed after the queue's lock is released (an
     /// msync waits for the disk, and dispatch needs the write lock to append the next unit).
     /// A file deleted meanwhile stays mapped until its handle here is dropped.

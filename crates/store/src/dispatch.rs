@@ -490,6 +490,9 @@ impl ReputService {
             );
             self.reput_from_offset
                 .fetch_max(outcome.next_offset, Ordering::AcqRel);
+            self.commit_log
+                .page_release()
+                .note(u64::try_from(outcome.next_offset - from).unwrap_or(0));
             self.dispatched_records
                 .fetch_add(outcome.records, Ordering::Relaxed);
             total += outcome.records;

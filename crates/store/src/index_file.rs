@@ -154,6 +154,24 @@ pub struct IndexFlush {
     dirty: Arc<AtomicBool>,
 }
 
+/// The entries an IndexFile holds so far, as a range of its mapping whose pages can be released
+/// without the index's lock (see `page_release.rs`); keeps the mapping alive.
+pub struct IndexPages {
+    path: PathBuf,
+    map: Arc<MmapRaw>,
+    start: usize,
+    end: usize,
+}
+
+impl IndexPages {
+    /// Unmaps the whole pages of the entries from the process; returns the bytes that covered.
+    /// The hash slots stay mapped: every new key reads and writes a random one of them.
+    pub fn release(&self) -> Result<usize, StoreError> {
+        crate::mapped_file::release_mapped_pages(&self.map, self.start, self.end)
+            .map_err(|e| StoreError::io(&self.path, e))
+    }
+}
+
 impl IndexFlush {
     /// msyncs the mapping if anything changed since the last flush.
     pub fn flush(&self) -> Result<(), StoreError> {
@@ -534,6 +552,20 @@ impl IndexFile {
     /// msyncs the mapping if anything changed since the last flush.
     pub fn flush(&self) -> Result<(), StoreError> {
         msync_if_dirty(&self.map, &self.dirty, &self.path)
+    }
+
+    /// The entries written so far (numbers `1..indexCount`), to release after the owner's lock
+    /// is released.
+    pub fn written_entries(&self) -> IndexPages {
+        let written = usize::try_from(self.header.index_count)
+            .unwrap_or(0)
+            .min(self.index_num);
+        IndexPages {
+            path: self.path.clone(),
+            map: Arc::clone(&self.map),
+            start: self.entry_pos(0),
+            end: self.entry_pos(written),
+        }
     }
 
     /// The flush of this file, to run after the owner's lock is released; `None` if nothing

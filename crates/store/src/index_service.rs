@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
 use crate::index_file::{
-    DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, IndexFile, IndexFlush, build_key,
+    DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, IndexFile, IndexFlush, IndexPages, build_key,
 };
 
 /// Directory under the store root holding the IndexFiles.
@@ -274,6 +274,11 @@ impl IndexService {
             }
         }
         out
+    }
+
+    /// The written entries of every file (see [`IndexFile::written_entries`]).
+    pub fn written_entries(&self) -> Vec<IndexPages> {
+        self.files.iter().map(IndexFile::written_entries).collect()
     }
 
     /// `endPhyOffset` of the newest file (0 without files).

@@ -14,7 +14,8 @@
 //!
 //! Entry point: [`MessageStore`] ([`message_store`]). Building blocks: [`mapped_file`] and
 //! [`mapped_file_queue`] (memory-mapped segments), [`consume_queue`], [`index_service`],
-//! [`checkpoint`], [`cleanup`] (retention decisions), [`config_file`] / [`config_tables`] (the
+//! [`checkpoint`], [`cleanup`] (retention decisions), [`page_release`] (bounding the mapped
+//! pages in the resident set), [`config_file`] / [`config_tables`] (the
 //! broker's JSON config files).
 
 pub mod checkpoint;
@@ -32,6 +33,7 @@ pub mod index_service;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message_store;
+pub mod page_release;
 pub mod recovery;
 
 pub use commit_log::{

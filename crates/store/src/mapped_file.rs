@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use memmap2::{MmapOptions, MmapRaw};
+use memmap2::{MmapOptions, MmapRaw, UncheckedAdvice};
 use parking_lot::Mutex;
 
 use crate::error::StoreError;
@@ -68,6 +68,39 @@ pub fn parse_file_name(path: &Path) -> Option<i64> {
         return None;
     }
     name.parse().ok()
+}
+
+/// Unmaps the whole pages inside `[start, end)` of `map` from this process (`MADV_DONTNEED`;
+/// an `end` at or past the map's end includes its last page) and returns how many bytes that
+/// covered; `page_release.rs` says why.
+///
+/// Only for the store's shared file mappings: there the bytes stay in the page cache (a dirty
+/// page stays dirty and is written back as before) and the next access maps the same bytes again
+/// with a minor fault. Nothing is lost and no reader sees a change.
+pub(crate) fn release_mapped_pages(
+    map: &MmapRaw,
+    start: usize,
+    end: usize,
+) -> std::io::Result<usize> {
+    let start = start.div_ceil(OS_PAGE_SIZE).saturating_mul(OS_PAGE_SIZE);
+    // Up to the end of the map includes its last, partial page (the kernel rounds the length).
+    let end = if end >= map.len() {
+        map.len()
+    } else {
+        end / OS_PAGE_SIZE * OS_PAGE_SIZE
+    };
+    if start >= end {
+        return Ok(0);
+    }
+    // SAFETY: `[start, end)` lies inside the mapping. Every `MmapRaw` of the store is a
+    // `MAP_SHARED` mapping of a regular file (`MmapOptions::map_raw`), for which MADV_DONTNEED
+    // only drops this process's page-table entries: the contents stay those of the file, so
+    // borrowed slices and `Bytes` into the range go on reading the same bytes (refaulted from
+    // the page cache), and stores made before the call are kept (the dirty bit moves to the
+    // page cache page). The zeroing that makes the advice unsafe applies to private and
+    // anonymous mappings only.
+    unsafe { map.unchecked_advise_range(UncheckedAdvice::DontNeed, start, end - start)? };
+    Ok(end - start)
 }
 
 /// Keeps a mapping alive for a zero-copy [`Bytes`] slice.
@@ -318,6 +351,12 @@ impl MappedFile {
         Ok(pos)
     }
 
+    /// Unmaps this file's pages below `pos` from the process (see [`release_mapped_pages`]);
+    /// returns the bytes that covered.
+    pub fn release_pages_below(&self, pos: usize) -> Result<usize, StoreError> {
+        release_mapped_pages(&self.map, 0, pos).map_err(|e| StoreError::io(&self.path, e))
+    }
+
     /// Borrowed view of published bytes `[pos, pos + len)`; `None` if any of it is past the
     /// wrote position.
     pub fn read_at(&self, pos: usize, len: usize) -> Option<&[u8]> {
@@ -466,6 +505,32 @@ impl MappedFile {
     }
 }
 
+/// Bytes of the file at `path` mapped into this process now (the `Rss:` of its mappings in
+/// `/proc/self/smaps`); tests use it to see what releasing pages did.
+#[cfg(test)]
+pub(crate) fn resident_bytes_of(path: &Path) -> u64 {
+    let want = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut inside = false;
+    let mut total = 0;
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next().unwrap_or("");
+        if first.contains('-') && first.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+            // "start-end perms offset dev inode path": the path is the sixth field onwards.
+            let name: Vec<&str> = fields.skip(4).collect();
+            inside = Path::new(&name.join(" ")) == want;
+        } else if inside && first == "Rss:" {
+            total += fields
+                .next()
+                .and_then(|kib| kib.parse::<u64>().ok())
+                .unwrap_or(0)
+                * 1024;
+        }
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,6 +595,47 @@ mod tests {
     /// A `fill` that fails publishes nothing, in either mode (the next append takes the same
     /// position and overwrites what it left); a record larger than the kept scratch is written
     /// whole.
+    #[test]
+    fn released_pages_leave_the_resident_set_and_keep_their_bytes() -> Result<(), StoreError> {
+        for mode in MODES {
+            let dir = tmp();
+            let path = dir.path().join(file_name(0));
+            let size = 64 * OS_PAGE_SIZE;
+            let data: Vec<u8> = (0..40 * OS_PAGE_SIZE).map(|i| (i % 251) as u8).collect();
+            let mf = MappedFile::create(&path, size)?.with_append_mode(mode);
+            mf.append(&data)?;
+            // A reader that holds its zero-copy bytes across the release.
+            let held = mf.slice(0, data.len()).unwrap_or_default();
+            assert_eq!(&held[..], &data[..], "{mode:?}");
+            let before = resident_bytes_of(&path);
+            assert!(
+                before >= data.len() as u64,
+                "{mode:?}: {before} bytes mapped after reading"
+            );
+
+            // Rounded down to whole pages: the page holding `pos` stays.
+            let released = mf.release_pages_below(20 * OS_PAGE_SIZE + 100)?;
+            assert_eq!(released, 20 * OS_PAGE_SIZE, "{mode:?}");
+            let after = resident_bytes_of(&path);
+            assert!(
+                after + 20 * OS_PAGE_SIZE as u64 <= before,
+                "{mode:?}: {before} -> {after} bytes mapped"
+            );
+            assert_eq!(mf.release_pages_below(0)?, 0);
+
+            // The bytes are the same through the held slice and a new read, and they reach the
+            // file (Mapped mode stored them through the map and never flushed before the release).
+            assert_eq!(&held[..], &data[..], "{mode:?}");
+            assert_eq!(mf.read_at(0, data.len()), Some(&data[..]), "{mode:?}");
+            mf.flush()?;
+            drop(held);
+            drop(mf);
+            let on_disk = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+            assert_eq!(&on_disk[..data.len()], &data[..], "{mode:?}");
+        }
+        Ok(())
+    }
+
     #[test]
     fn failed_fill_publishes_nothing() -> Result<(), StoreError> {
         for mode in MODES {

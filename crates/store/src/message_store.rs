@@ -35,6 +35,7 @@ use crate::flush::{
     spawn_service,
 };
 use crate::index_service::{IndexConfig, IndexService};
+use crate::page_release::{PageReleaseService, ReleasedPages};
 use crate::recovery::{RecoveryContext, RecoveryReport, recover};
 
 /// Minimum ConsumeQueue span (bytes) a filtered pull scans (`maxFilterMessageSize`, §12).
@@ -246,6 +247,7 @@ pub struct MessageStore {
     reput: Arc<ReputService>,
     cq_flusher: Arc<FlushConsumeQueueService>,
     cleanup: Arc<CleanupService>,
+    page_release: Arc<PageReleaseService>,
     recovery_report: RecoveryReport,
     running: AtomicBool,
     disk_full: Arc<AtomicBool>,
@@ -400,6 +402,14 @@ impl MessageStore {
             thread: Mutex::new(None),
         });
 
+        let dispatch_position = Arc::clone(&reput);
+        let page_release = PageReleaseService::new(
+            Arc::clone(&commit_log),
+            Arc::clone(&queues),
+            index.clone(),
+            move || dispatch_position.reput_from_offset(),
+        );
+
         let store = Arc::new(Self {
             config,
             commit_log,
@@ -410,6 +420,7 @@ impl MessageStore {
             reput,
             cq_flusher,
             cleanup,
+            page_release,
             recovery_report: report,
             running: AtomicBool::new(true),
             disk_full,
@@ -426,6 +437,7 @@ impl MessageStore {
         self.flusher.start()?;
         self.reput.start()?;
         self.cq_flusher.start()?;
+        self.page_release.start()?;
         let cleanup = Arc::clone(&self.cleanup);
         let interval = self.config.clean_resource_interval;
         let handle = spawn_service("comet-cleanup", move || {
@@ -1042,6 +1054,12 @@ impl MessageStore {
         }
     }
 
+    /// Unmaps the pages of the mapped files behind the readers now, as the release thread does
+    /// every `mapped_pages_release_bytes` read (`page_release.rs`).
+    pub fn release_mapped_pages(&self) -> Result<ReleasedPages, StoreError> {
+        self.page_release.release_once()
+    }
+
     /// Whether the store accepts puts.
     pub fn is_running(&self) -> bool {
         self.running.load(Ordering::Acquire)
@@ -1093,6 +1111,7 @@ impl MessageStore {
         {
             tracing::error!("cleanup thread panicked");
         }
+        self.page_release.shutdown();
         self.flusher.shutdown();
         self.reput.shutdown();
         self.cq_flusher.shutdown();

@@ -60,6 +60,44 @@ use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
 const PROPERTY_SEPARATOR_BYTE: u8 = 0x02;
 /// Normal recovery re-verifies this many of the newest segments.
 pub const NORMAL_RECOVERY_LAST_FILES: usize = 3;
+/// Records recovery reads between two releases of the segments' mapped pages.
+const RECOVERY_RELEASE_RECORDS: u64 = 4096;
+
+/// Recovery reads the segments through their maps; every [`RECOVERY_RELEASE_RECORDS`] records
+/// it unmaps them from the process again (`page_release.rs`), so a restart over a large log
+/// does not end with the whole verified range mapped: at most 4096 records' pages (their
+/// fault-around included) are mapped at a time.
+struct RecoveryPages<'a> {
+    commit_log: &'a CommitLog,
+    records: u64,
+}
+
+impl<'a> RecoveryPages<'a> {
+    fn new(commit_log: &'a CommitLog) -> Self {
+        Self {
+            commit_log,
+            records: 0,
+        }
+    }
+
+    fn read_one(&mut self) {
+        self.records += 1;
+        if self.records.is_multiple_of(RECOVERY_RELEASE_RECORDS) {
+            self.release();
+        }
+    }
+
+    fn release(&self) {
+        if !self.commit_log.page_release().is_enabled() {
+            return;
+        }
+        for file in self.commit_log.mapped_file_queue().files() {
+            if let Err(e) = file.release_pages_below(usize::MAX) {
+                tracing::debug!(error = %e, "releasing recovered pages failed");
+            }
+        }
+    }
+}
 
 /// Where the CommitLog stopped being valid, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,6 +231,7 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
     };
     let mut damaged = ctx.queues.recover_all()?;
     let mut coverage = Coverage::new(ctx);
+    let mut pages = RecoveryPages::new(ctx.commit_log);
     let queue = ctx.commit_log.mapped_file_queue();
     let files = queue.files();
 
@@ -214,7 +253,15 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
             files.len().saturating_sub(NORMAL_RECOVERY_LAST_FILES)
         };
         report.verify_from = files.get(start).map_or(0, |f| f.file_from_offset());
-        verify_and_truncate(ctx, &files, start, &mut coverage, &mut report, &mut damaged)?
+        verify_and_truncate(
+            ctx,
+            &files,
+            start,
+            &mut coverage,
+            &mut report,
+            &mut damaged,
+            &mut pages,
+        )?
     };
     report.max_phy_offset = end;
 
@@ -266,6 +313,7 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
             from,
             end,
             |view| {
+                pages.read_one();
                 if coverage.has(view) {
                     skipped += 1;
                     return;
@@ -281,6 +329,7 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
                 None
             },
         );
+        pages.release();
         report.redispatch_skipped = skipped;
         report.redispatched_records = outcome.records.saturating_sub(skipped);
     }
@@ -453,6 +502,7 @@ fn scan_valid_end(
     start: usize,
     coverage: &mut Coverage<'_>,
     report: &mut RecoveryReport,
+    pages: &mut RecoveryPages<'_>,
 ) -> (i64, Option<ScanStop>) {
     'files: for (idx, file) in files.iter().enumerate().skip(start) {
         let size = file.file_size();
@@ -479,6 +529,7 @@ fn scan_valid_end(
             let offset = base + to_i64(pos);
             match verify_record(buf, offset, ctx.check_crc) {
                 Ok(view) => {
+                    pages.read_one();
                     report.verified_records += 1;
                     coverage.confirm(&view, ctx.dispatcher.delay_levels_ms());
                     pos += view.size();
@@ -515,6 +566,7 @@ fn reconcile_units(
     from: i64,
     end: i64,
     coverage: &Coverage<'_>,
+    pages: &mut RecoveryPages<'_>,
 ) -> Vec<(SharedConsumeQueue, UnitMismatch)> {
     const CHUNK: usize = 1024;
     let dispatcher = ctx.dispatcher;
@@ -561,6 +613,7 @@ fn reconcile_units(
                     qo += 1;
                     continue;
                 }
+                pages.read_one();
                 let Some(file) = ctx.commit_log.find_file(unit.commit_log_offset) else {
                     break 'queue Some(UnitMismatch::DamagedUnit {
                         offset: unit.commit_log_offset,
@@ -621,9 +674,10 @@ fn verify_and_truncate(
     coverage: &mut Coverage<'_>,
     report: &mut RecoveryReport,
     damaged: &mut Vec<SharedConsumeQueue>,
+    pages: &mut RecoveryPages<'_>,
 ) -> Result<i64, StoreError> {
     let queue = ctx.commit_log.mapped_file_queue();
-    let (mut end, stop) = scan_valid_end(ctx, files, start, coverage, report);
+    let (mut end, stop) = scan_valid_end(ctx, files, start, coverage, report, pages);
     let mut corruption = match stop {
         Some(ScanStop {
             idx,
@@ -639,7 +693,7 @@ fn verify_and_truncate(
         _ => None,
     };
 
-    for (shared, mismatch) in reconcile_units(ctx, report.verify_from, end, coverage) {
+    for (shared, mismatch) in reconcile_units(ctx, report.verify_from, end, coverage, pages) {
         match mismatch {
             UnitMismatch::DamagedRecord { offset, reason } => {
                 if offset < end {
