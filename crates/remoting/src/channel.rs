@@ -264,9 +264,20 @@ impl Channel {
     /// must be the request's (build it with `RemotingCommand::response_to`). Used by processors
     /// that answer later, e.g. a held long-polling pull. A response is queued even when the
     /// connection is congested: it answers a request that was already read.
-    pub async fn send_response(&self, mut response: RemotingCommand) -> Result<()> {
+    pub async fn send_response(&self, response: RemotingCommand) -> Result<()> {
+        self.send_response_from(response, false).await
+    }
+
+    /// [`Channel::send_response`] from a request that waited on its own task (`detached`): the
+    /// writer then gathers the responses completed with it before writing.
+    pub(crate) async fn send_response_from(
+        &self,
+        mut response: RemotingCommand,
+        detached: bool,
+    ) -> Result<()> {
         response.flag = (response.flag | FLAG_RESPONSE) & !FLAG_ONEWAY;
-        let frame = encode_split(response)?;
+        let mut frame = encode_split(response)?;
+        frame.detached = detached;
         self.enqueue(frame, Admission::Always).await
     }
 

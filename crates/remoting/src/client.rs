@@ -90,6 +90,7 @@ impl RemotingClient {
                 write_high_water: config.write_buffer_high_water_mark,
                 pause_reads_when_congested: false,
                 run_requests_inline: false,
+                gather_before_write: false,
             },
             connections: TaskTracker::new(),
             requests: TaskTracker::new(),

@@ -55,6 +55,9 @@ pub fn encode_frame(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), Rem
 pub(crate) struct Frame {
     pub head: Bytes,
     pub body: Option<Bytes>,
+    /// Produced by a request that waited (its own task, not the reader): other responses are
+    /// likely being completed at the same moment, so the writer gathers them first.
+    pub detached: bool,
 }
 
 impl Frame {
@@ -90,6 +93,7 @@ pub(crate) fn encode_split(mut cmd: RemotingCommand) -> Result<Frame, RemotingEr
     Ok(Frame {
         head: head.freeze(),
         body,
+        detached: false,
     })
 }
 
