@@ -16,9 +16,11 @@
 //! (a context switch per message) than the dispatch itself, and a hop of latency before the
 //! listener. Only one caller dispatches at a time; an append that finds a dispatch running leaves
 //! its record to that one, which looks again before it stops, so no record waits for a timer.
-//! Under SYNC_FLUSH records become dispatchable only when flushed, so the thread sleeps on a
-//! [`Waker`] that every flush signals. The thread also runs in ASYNC mode, as a backstop on a
-//! slow timer. The same [`Dispatcher`] is used synchronously by recovery to re-dispatch the log
+//! Under SYNC_FLUSH records become dispatchable only when flushed, so the flush thread
+//! dispatches them itself, right after it answered the sends its flush covered: waking this
+//! thread after every group commit cost a context switch per flush (W2: broker CPU per send
+//! 21 → 19 µs, 40–42 k → 41–44 k msg/s). The thread runs in both modes as a backstop on a slow
+//! timer. The same [`Dispatcher`] is used synchronously by recovery to re-dispatch the log
 //! tail.
 
 use std::sync::Arc;

@@ -129,8 +129,9 @@ pub struct CommitLogFlusher {
     thorough_interval: Duration,
     requests: Mutex<Vec<GroupCommitRequest>>,
     waker: Waker,
-    /// Woken after every flush that made progress (the reput service under SYNC_FLUSH).
-    on_flushed: Arc<Waker>,
+    /// Called on the flush thread after every flush that made progress, once the flush's
+    /// waiters are answered (dispatch under SYNC_FLUSH, see `dispatch.rs`).
+    on_flushed: Arc<dyn Fn() + Send + Sync>,
     state: ServiceState,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -148,7 +149,7 @@ impl CommitLogFlusher {
         config: &MessageStoreConfig,
         commit_log: Arc<CommitLog>,
         checkpoint: Arc<Checkpoint>,
-        on_flushed: Arc<Waker>,
+        on_flushed: Arc<dyn Fn() + Send + Sync>,
     ) -> Arc<Self> {
         Arc::new(Self {
             commit_log,
@@ -221,9 +222,15 @@ impl CommitLogFlusher {
     /// Flushes everything written so far; returns the new flushed offset and records the store
     /// timestamp it covers in the checkpoint.
     pub fn flush_all(&self) -> Result<i64, StoreError> {
-        self.flush_with(0)
+        let before = self.commit_log.flushed_where();
+        let flushed = self.flush_with(0)?;
+        if flushed > before {
+            (self.on_flushed)();
+        }
+        Ok(flushed)
     }
 
+    /// One flush; the caller tells `on_flushed` when it made progress.
     fn flush_with(&self, least_pages: usize) -> Result<i64, StoreError> {
         // Read the timestamp before the end offset: the record carrying it is then below the
         // end, so once we flushed past the end that timestamp is durable.
@@ -233,13 +240,9 @@ impl CommitLogFlusher {
             .last_file()
             .map_or(0, |f| f.store_timestamp());
         let target = self.commit_log.max_offset();
-        let before = self.commit_log.flushed_where();
         let flushed = self.commit_log.mapped_file_queue().flush(least_pages)?;
         if flushed >= target && ts > 0 {
             self.checkpoint.set_physic_msg_timestamp(ts);
-        }
-        if flushed > before {
-            self.on_flushed.wake();
         }
         Ok(flushed)
     }
@@ -255,8 +258,11 @@ impl CommitLogFlusher {
                         last_thorough = Instant::now();
                     }
                     let least = if thorough { 0 } else { self.least_pages };
-                    if let Err(e) = self.flush_with(least) {
-                        tracing::error!(error = %e, "commit log flush failed");
+                    let before = self.commit_log.flushed_where();
+                    match self.flush_with(least) {
+                        Ok(flushed) if flushed > before => (self.on_flushed)(),
+                        Ok(_) => {}
+                        Err(e) => tracing::error!(error = %e, "commit log flush failed"),
                     }
                 }
                 FlushDiskType::SyncFlush => {
@@ -266,6 +272,7 @@ impl CommitLogFlusher {
             }
         }
         // Final flush: retry a few times so a transient error does not lose the tail.
+        let before = self.commit_log.flushed_where();
         for attempt in 1..=SHUTDOWN_FLUSH_RETRIES {
             match self.flush_with(0) {
                 Ok(flushed) if flushed >= self.commit_log.max_offset() => break,
@@ -273,12 +280,16 @@ impl CommitLogFlusher {
                 Err(e) => tracing::error!(error = %e, attempt, "final commit log flush failed"),
             }
         }
+        if self.commit_log.flushed_where() > before {
+            (self.on_flushed)();
+        }
         self.group_commit();
     }
 
     /// Takes every pending request, flushes once, completes them all.
     fn group_commit(&self) {
         let pending = std::mem::take(&mut *self.requests.lock());
+        let before = self.commit_log.flushed_where();
         let flushed = match self.flush_with(0) {
             Ok(flushed) => flushed,
             Err(e) => {
@@ -288,6 +299,9 @@ impl CommitLogFlusher {
         };
         for req in pending {
             let _ = req.done.send(flushed >= req.next_offset);
+        }
+        if flushed > before {
+            (self.on_flushed)();
         }
     }
 
@@ -417,8 +431,12 @@ mod tests {
             commit_log.load().expect("load");
             let checkpoint =
                 Arc::new(Checkpoint::open(&dir.path().join("checkpoint")).expect("checkpoint"));
-            let flusher =
-                CommitLogFlusher::new(&config, Arc::clone(&commit_log), checkpoint, Arc::default());
+            let flusher = CommitLogFlusher::new(
+                &config,
+                Arc::clone(&commit_log),
+                checkpoint,
+                Arc::new(|| {}),
+            );
             while commit_log.max_offset() < 8 * OS_PAGE_SIZE as i64 {
                 crate::commit_log::append_test_message(&commit_log, "Timed", 0, 1024);
                 flusher.wake_if_needed();

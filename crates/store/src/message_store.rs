@@ -366,19 +366,21 @@ impl MessageStore {
         )?;
         create_abort_file(&config.abort_path())?;
 
-        let reput_waker = Arc::new(Waker::new());
-        let flusher = CommitLogFlusher::new(
-            &config,
-            Arc::clone(&commit_log),
-            Arc::clone(&checkpoint),
-            Arc::clone(&reput_waker),
-        );
         let reput = ReputService::new(
             Arc::clone(&commit_log),
             Dispatcher::new(Arc::clone(&queues), index.clone(), delay_levels),
             config.flush_disk_type,
-            reput_waker,
+            Arc::new(Waker::new()),
             report.max_phy_offset,
+        );
+        // Under SYNC_FLUSH records become dispatchable when flushed: the flush thread dispatches
+        // them itself once it has answered the flush's waiters (see `dispatch.rs`).
+        let flushed_reput = Arc::clone(&reput);
+        let flusher = CommitLogFlusher::new(
+            &config,
+            Arc::clone(&commit_log),
+            Arc::clone(&checkpoint),
+            Arc::new(move || flushed_reput.dispatch_now()),
         );
         let progress: Arc<dyn DispatchProgress> = reput.clone();
         let cq_flusher = FlushConsumeQueueService::new(
