@@ -127,6 +127,8 @@ pub struct MappedFile {
     map: Arc<MmapRaw>,
     wrote_position: AtomicUsize,
     flushed_position: AtomicUsize,
+    /// The wrote position at the last [`MappedFile::release_written_pages`] (`usize::MAX`: none).
+    released_at: AtomicUsize,
     /// Store timestamp of the last record appended (CommitLog only; 0 otherwise).
     store_timestamp: AtomicI64,
     append_mode: AppendMode,
@@ -228,6 +230,7 @@ impl MappedFile {
             map: Arc::new(map),
             wrote_position: AtomicUsize::new(0),
             flushed_position: AtomicUsize::new(0),
+            released_at: AtomicUsize::new(usize::MAX),
             store_timestamp: AtomicI64::new(0),
             append_mode: AppendMode::Mapped,
             write_lock: Mutex::new(Vec::new()),
@@ -355,6 +358,19 @@ impl MappedFile {
     /// returns the bytes that covered.
     pub fn release_pages_below(&self, pos: usize) -> Result<usize, StoreError> {
         release_mapped_pages(&self.map, 0, pos).map_err(|e| StoreError::io(&self.path, e))
+    }
+
+    /// Unmaps the pages below the wrote position (the last, partial page stays), unless nothing
+    /// was written since the last such call and `every_time` is false: a file nobody writes is
+    /// then skipped, which keeps a round over many idle ConsumeQueue files free of syscalls.
+    pub fn release_written_pages(&self, every_time: bool) -> Result<usize, StoreError> {
+        let wrote = self.wrote_position();
+        if !every_time && self.released_at.load(Ordering::Relaxed) == wrote {
+            return Ok(0);
+        }
+        let released = self.release_pages_below(wrote)?;
+        self.released_at.store(wrote, Ordering::Relaxed);
+        Ok(released)
     }
 
     /// Borrowed view of published bytes `[pos, pos + len)`; `None` if any of it is past the
@@ -633,6 +649,39 @@ mod tests {
             let on_disk = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
             assert_eq!(&on_disk[..data.len()], &data[..], "{mode:?}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn released_written_pages_skip_a_file_nobody_wrote_unless_asked() -> Result<(), StoreError> {
+        let dir = tmp();
+        let path = dir.path().join(file_name(0));
+        let mf = MappedFile::create(&path, 16 * OS_PAGE_SIZE)?;
+        let unit = [7u8; 1000];
+        for _ in 0..10 {
+            mf.append(&unit)?;
+        }
+        let read = |mf: &MappedFile| mf.read_at(0, mf.wrote_position()).map(<[u8]>::to_vec);
+        // Written since the last call (never called): released up to the tail page.
+        assert_eq!(mf.release_written_pages(false)?, 2 * OS_PAGE_SIZE);
+        assert!(resident_bytes_of(&path) <= OS_PAGE_SIZE as u64);
+        // Read again, nothing written: skipped, the pages stay mapped.
+        assert!(read(&mf).is_some());
+        let mapped = resident_bytes_of(&path);
+        assert!(mapped >= 3 * OS_PAGE_SIZE as u64, "{mapped}");
+        assert_eq!(mf.release_written_pages(false)?, 0);
+        assert_eq!(resident_bytes_of(&path), mapped);
+        // Asked for every file: released. (A read fault may also have mapped pages past the
+        // wrote position, read ahead into the page cache: those are not the written pages.)
+        let two_pages = 2 * OS_PAGE_SIZE as u64;
+        assert_eq!(mf.release_written_pages(true)?, 2 * OS_PAGE_SIZE);
+        assert!(resident_bytes_of(&path) + two_pages <= mapped);
+        // Written again: released without asking.
+        assert!(read(&mf).is_some());
+        mf.append(&unit)?;
+        let mapped = resident_bytes_of(&path);
+        assert_eq!(mf.release_written_pages(false)?, 2 * OS_PAGE_SIZE);
+        assert!(resident_bytes_of(&path) + two_pages <= mapped);
         Ok(())
     }
 

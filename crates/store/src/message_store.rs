@@ -1057,9 +1057,10 @@ impl MessageStore {
     }
 
     /// Unmaps the pages of the mapped files behind the readers now, as the release thread does
-    /// every `mapped_pages_release_bytes` read (`page_release.rs`).
+    /// every `mapped_pages_release_bytes` read (`page_release.rs`), every ConsumeQueue file
+    /// included.
     pub fn release_mapped_pages(&self) -> Result<ReleasedPages, StoreError> {
-        self.page_release.release_once()
+        self.page_release.release_once(true)
     }
 
     /// Whether the store accepts puts.

@@ -18,7 +18,9 @@
 //! release thread wakes and unmaps
 //! - the CommitLog up to [`KEEP_BEHIND_DISPATCH`] before the dispatch position (consumers
 //!   reading the tail find the newest pages still mapped),
-//! - every ConsumeQueue file up to the page its next unit goes to,
+//! - every ConsumeQueue file written since the last round up to the page its next unit goes to
+//!   (every [`CONSUME_QUEUE_SWEEP_ROUNDS`] rounds all of them, for the pages consumers read: a
+//!   store with thousands of idle queues must not pay a syscall per file per round),
 //! - the written entries of every IndexFile (its hash slots stay: each key touches a random one).
 //!
 //! So the mapped part of the resident set stays near `mappedPagesReleaseBytes` + the kept tail +
@@ -44,6 +46,9 @@ pub const DEFAULT_MAPPED_PAGES_RELEASE_BYTES: u64 = 64 * 1024 * 1024;
 pub const KEEP_BEHIND_DISPATCH: u64 = 8 * 1024 * 1024;
 /// How long the release thread sleeps when nothing wakes it (it only checks for shutdown then).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
+/// Every this many rounds, ConsumeQueue files nobody wrote since the last round are released
+/// too (pages consumers read from them); the other rounds skip them without a syscall.
+pub const CONSUME_QUEUE_SWEEP_ROUNDS: u64 = 16;
 
 /// Counts the bytes read from mapped store files and wakes the release thread every
 /// `threshold` of them. Lives in the [`CommitLog`], which every such read goes through.
@@ -110,6 +115,8 @@ pub struct PageReleaseService {
     index: Option<Arc<RwLock<IndexService>>>,
     /// Where dispatch stands (the CommitLog below it is read and moved past).
     dispatched: Box<dyn Fn() -> i64 + Send + Sync>,
+    /// Rounds run so far (see [`CONSUME_QUEUE_SWEEP_ROUNDS`]).
+    rounds: AtomicU64,
     state: ServiceState,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -132,6 +139,7 @@ impl PageReleaseService {
             queues,
             index,
             dispatched: Box::new(dispatched),
+            rounds: AtomicU64::new(0),
             state: ServiceState::default(),
             thread: Mutex::new(None),
         })
@@ -148,7 +156,8 @@ impl PageReleaseService {
             let mut due = true;
             while !service.state.is_stopped() {
                 if due {
-                    match service.release_once() {
+                    let round = service.rounds.fetch_add(1, Ordering::Relaxed);
+                    match service.release_once(round.is_multiple_of(CONSUME_QUEUE_SWEEP_ROUNDS)) {
                         Ok(released) => tracing::trace!(?released, "mapped pages released"),
                         Err(e) => tracing::warn!(error = %e, "releasing mapped pages failed"),
                     }
@@ -172,8 +181,9 @@ impl PageReleaseService {
         }
     }
 
-    /// One round over the CommitLog, the ConsumeQueues and the index (see the module docs).
-    pub fn release_once(&self) -> Result<ReleasedPages, StoreError> {
+    /// One round over the CommitLog, the ConsumeQueues and the index (see the module docs);
+    /// `all_queues` includes the ConsumeQueue files nobody wrote since the last round.
+    pub fn release_once(&self, all_queues: bool) -> Result<ReleasedPages, StoreError> {
         let mut released = ReleasedPages::default();
         let keep_from = (self.dispatched)().saturating_sub(
             i64::try_from(self.commit_log.page_release().keep_behind()).unwrap_or(0),
@@ -191,7 +201,7 @@ impl PageReleaseService {
         for queue in self.queues.all() {
             let files = queue.read().files();
             for file in files {
-                released.consume_queues += file.release_pages_below(file.wrote_position())? as u64;
+                released.consume_queues += file.release_written_pages(all_queues)? as u64;
             }
         }
         if let Some(index) = &self.index {
