@@ -112,6 +112,13 @@ pub(crate) fn spawn_service(
         .map_err(|e| StoreError::io(format!("<thread {name}>"), e))
 }
 
+/// What one flush did: the flushed offset after it, and whether it moved.
+#[derive(Debug, Clone, Copy)]
+struct Flush {
+    offset: i64,
+    progressed: bool,
+}
+
 /// One SYNC_FLUSH waiter.
 struct GroupCommitRequest {
     next_offset: i64,
@@ -222,16 +229,16 @@ impl CommitLogFlusher {
     /// Flushes everything written so far; returns the new flushed offset and records the store
     /// timestamp it covers in the checkpoint.
     pub fn flush_all(&self) -> Result<i64, StoreError> {
-        let before = self.commit_log.flushed_where();
-        let flushed = self.flush_with(0)?;
-        if flushed > before {
+        let flush = self.flush_with(0)?;
+        if flush.progressed {
             (self.on_flushed)();
         }
-        Ok(flushed)
+        Ok(flush.offset)
     }
 
-    /// One flush; the caller tells `on_flushed` when it made progress.
-    fn flush_with(&self, least_pages: usize) -> Result<i64, StoreError> {
+    /// One flush. The caller calls `on_flushed` when it made progress, at the point that suits
+    /// it (a group commit answers its waiters first).
+    fn flush_with(&self, least_pages: usize) -> Result<Flush, StoreError> {
         // Read the timestamp before the end offset: the record carrying it is then below the
         // end, so once we flushed past the end that timestamp is durable.
         let ts = self
@@ -240,11 +247,15 @@ impl CommitLogFlusher {
             .last_file()
             .map_or(0, |f| f.store_timestamp());
         let target = self.commit_log.max_offset();
+        let before = self.commit_log.flushed_where();
         let flushed = self.commit_log.mapped_file_queue().flush(least_pages)?;
         if flushed >= target && ts > 0 {
             self.checkpoint.set_physic_msg_timestamp(ts);
         }
-        Ok(flushed)
+        Ok(Flush {
+            offset: flushed,
+            progressed: flushed > before,
+        })
     }
 
     fn run(&self) {
@@ -258,9 +269,8 @@ impl CommitLogFlusher {
                         last_thorough = Instant::now();
                     }
                     let least = if thorough { 0 } else { self.least_pages };
-                    let before = self.commit_log.flushed_where();
                     match self.flush_with(least) {
-                        Ok(flushed) if flushed > before => (self.on_flushed)(),
+                        Ok(flush) if flush.progressed => (self.on_flushed)(),
                         Ok(_) => {}
                         Err(e) => tracing::error!(error = %e, "commit log flush failed"),
                     }
@@ -272,15 +282,23 @@ impl CommitLogFlusher {
             }
         }
         // Final flush: retry a few times so a transient error does not lose the tail.
-        let before = self.commit_log.flushed_where();
+        let mut progressed = false;
         for attempt in 1..=SHUTDOWN_FLUSH_RETRIES {
             match self.flush_with(0) {
-                Ok(flushed) if flushed >= self.commit_log.max_offset() => break,
-                Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, attempt, "final commit log flush failed"),
+                Ok(flush) => {
+                    progressed |= flush.progressed;
+                    if flush.offset >= self.commit_log.max_offset() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, attempt, "final commit log flush failed");
+                    // Segments before the failing one may have been flushed.
+                    progressed = true;
+                }
             }
         }
-        if self.commit_log.flushed_where() > before {
+        if progressed {
             (self.on_flushed)();
         }
         self.group_commit();
@@ -289,18 +307,18 @@ impl CommitLogFlusher {
     /// Takes every pending request, flushes once, completes them all.
     fn group_commit(&self) {
         let pending = std::mem::take(&mut *self.requests.lock());
-        let before = self.commit_log.flushed_where();
-        let flushed = match self.flush_with(0) {
-            Ok(flushed) => flushed,
-            Err(e) => {
-                tracing::error!(error = %e, "group commit flush failed");
-                self.commit_log.flushed_where()
+        let flush = self.flush_with(0).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "group commit flush failed");
+            // Segments before the failing one may have been flushed: let dispatch look.
+            Flush {
+                offset: self.commit_log.flushed_where(),
+                progressed: true,
             }
-        };
+        });
         for req in pending {
-            let _ = req.done.send(flushed >= req.next_offset);
+            let _ = req.done.send(flush.offset >= req.next_offset);
         }
-        if flushed > before {
+        if flush.progressed {
             (self.on_flushed)();
         }
     }
