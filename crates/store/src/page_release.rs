@@ -88,7 +88,7 @@ impl PageReleaseTrigger {
 
     /// Whether a release is due; resets the count if so.
     fn take_due(&self) -> bool {
-        if self.threshold == 0 || self.read_bytes.load(Ordering::Relaxed) < self.threshold {
+        if !self.is_enabled() || self.read_bytes.load(Ordering::Relaxed) < self.threshold {
             return false;
         }
         self.read_bytes.store(0, Ordering::Relaxed);
@@ -100,7 +100,8 @@ impl PageReleaseTrigger {
     }
 }
 
-/// What one release unmapped, in bytes.
+/// What one release covered, in bytes: the ranges handed to `madvise`, whether or not their
+/// pages were mapped at the time (a file released before counts again).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReleasedPages {
     pub commit_log: u64,
@@ -148,7 +149,7 @@ impl PageReleaseService {
     /// Starts the thread (not when the trigger is off). The first round runs at once: recovery
     /// has just read the newest segments.
     pub fn start(self: &Arc<Self>) -> Result<(), StoreError> {
-        if self.commit_log.page_release().threshold == 0 {
+        if !self.commit_log.page_release().is_enabled() {
             return Ok(());
         }
         let service = Arc::clone(self);
