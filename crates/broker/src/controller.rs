@@ -37,7 +37,7 @@ use crate::outer_api::{BrokerIdentity, BrokerOuterApi, RegisterReport};
 use crate::processor;
 use crate::processor::admin::{ADMIN_CODES, AdminProcessor};
 use crate::processor::end_transaction::EndTransactionProcessor;
-use crate::processor::send::SendMessageProcessor;
+use crate::processor::send::{CommitBeforeReply, SendMessageProcessor};
 use crate::rebalance_lock::RebalanceLockManager;
 use crate::schedule::ScheduleMessageService;
 use crate::subscription_group::SubscriptionGroupManager;
@@ -165,6 +165,9 @@ impl BrokerController {
         store.set_arriving_listener(Some(Arc::new(NotifyMessageArrivingListener::new(
             Arc::clone(&pull_hold),
         ))));
+        // Installed before any send can run: a deferred append is always committed before its
+        // answer is written.
+        server.set_response_fence(Arc::new(CommitBeforeReply::new(Arc::clone(&store))));
         let send: Arc<dyn RequestProcessor> = Arc::new(SendMessageProcessor::new(Arc::clone(&ctx)));
         for code in [
             RequestCode::SendMessage,

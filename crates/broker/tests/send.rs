@@ -362,3 +362,34 @@ async fn oneway_send_is_stored() {
     assert!(wait_stored(&broker, "Oneway", 0, 1).await);
     broker.shutdown().await;
 }
+
+/// Sends leave their records pending until the connection commits before answering: every
+/// answered send is readable by the time its answer arrives, also when many arrive together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answered_send_is_readable_when_its_answer_arrives() {
+    let broker = TestBroker::start().await;
+    let topic = "CommitBeforeReply";
+    assert_eq!(broker.invoke(create_topic(topic, 2, 6)).await.code, SUCCESS);
+    let sends = (0..64).map(|i| {
+        let broker = &broker;
+        async move {
+            let body = format!("pipelined {i}");
+            let rsp = broker
+                .invoke(send_v2(topic, i % 2, body.as_bytes(), &[]))
+                .await;
+            assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+            let h: SendMessageResponseHeader = rsp.decode_header().expect("header");
+            let (_, offset) = decode_msg_id(&h.msg_id);
+            let stored = broker.store().lookup_message_by_offset(offset);
+            assert_eq!(
+                stored.map(|m| m.body),
+                Some(Bytes::from(body)),
+                "send {i} answered before its record was readable"
+            );
+        }
+    });
+    futures::future::join_all(sends).await;
+    assert!(wait_stored(&broker, topic, 0, 32).await);
+    assert!(wait_stored(&broker, topic, 1, 32).await);
+    broker.shutdown().await;
+}

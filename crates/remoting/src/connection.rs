@@ -25,7 +25,8 @@
 //!
 //! Writer: drains the write queue in batches, copying small frames into one buffer so a burst of
 //! responses costs a few syscalls instead of one per frame; large bodies are written straight from
-//! their own buffer. On a server connection it lets the other ready tasks run once before writing
+//! their own buffer. Before each write it runs the server's [`crate::ResponseFence`], if any (the
+//! broker commits the appends of the sends being answered). On a server connection it lets the other ready tasks run once before writing
 //! a batch, so responses completed together leave together (see [`write_loop`]). Queued bytes are
 //! released once handed to the socket.
 //!
@@ -409,6 +410,15 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             }
         }
         let batch_bytes: usize = batch.iter().map(Frame::len).sum();
+        if let Some(fence) = dispatcher.fence()
+            && let Err(reason) = fence.settle()
+        {
+            tracing::error!(peer = %channel.remote_addr(), %reason,
+                "closing connection: the work its responses depend on failed");
+            channel.budget().release(batch_bytes);
+            batch.clear();
+            break;
+        }
         let result = tokio::select! {
             r = write_batch(&mut socket, &mut batch, &mut buf) => r,
             _ = &mut drain_deadline => break,

@@ -66,6 +66,16 @@ pub trait RpcHook: Send + Sync + 'static {
     );
 }
 
+/// Work a server connection does before it writes responses: the broker commits the CommitLog
+/// appends it deferred (`comet_store::Commit::Deferred`), so the sends answered in one write
+/// cost one `pwrite` and no answer leaves before its message is in the page cache.
+pub trait ResponseFence: Send + Sync + 'static {
+    /// Called by a server connection's writer before each write of queued responses. On
+    /// `Err(reason)` those responses are not written and the connection is closed (the peer's
+    /// calls time out and it may retry), because they could claim what did not happen.
+    fn settle(&self) -> Result<(), String>;
+}
+
 /// Connection lifecycle notifications. Called on the connection's own task: keep them short.
 pub trait ChannelEventListener: Send + Sync + 'static {
     fn on_connect(&self, _channel: &Channel) {}
@@ -83,6 +93,7 @@ pub(crate) struct Dispatcher {
     default_processor: RwLock<Option<Arc<dyn RequestProcessor>>>,
     hooks: RwLock<Vec<Arc<dyn RpcHook>>>,
     listener: RwLock<Option<Arc<dyn ChannelEventListener>>>,
+    fence: RwLock<Option<Arc<dyn ResponseFence>>>,
     overload: Arc<OverloadMonitor>,
 }
 
@@ -105,6 +116,14 @@ impl Dispatcher {
 
     pub(crate) fn listener(&self) -> Option<Arc<dyn ChannelEventListener>> {
         self.listener.read().clone()
+    }
+
+    pub(crate) fn set_fence(&self, fence: Arc<dyn ResponseFence>) {
+        *self.fence.write() = Some(fence);
+    }
+
+    pub(crate) fn fence(&self) -> Option<Arc<dyn ResponseFence>> {
+        self.fence.read().clone()
     }
 
     /// The overload counters and log of this endpoint, shared with its connections.

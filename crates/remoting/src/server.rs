@@ -18,7 +18,9 @@ use crate::connection::{ConnectionContext, ConnectionOptions, spawn_connection, 
 use crate::error::{RemotingError, Result};
 use crate::limits::{ACCEPT_ERROR_BACKOFF, WRITE_DRAIN_TIMEOUT};
 use crate::overload::TransportStats;
-use crate::processor::{ChannelEventListener, Dispatcher, RequestProcessor, RpcHook};
+use crate::processor::{
+    ChannelEventListener, Dispatcher, RequestProcessor, ResponseFence, RpcHook,
+};
 use crate::tls::{
     ServerTls, TLS_HANDSHAKE_RECORD_TYPE, TLS_HANDSHAKE_TIMEOUT, TlsMode, load_server_tls,
 };
@@ -88,6 +90,11 @@ impl RemotingServer {
 
     pub fn set_channel_event_listener(&self, listener: Arc<dyn ChannelEventListener>) {
         self.dispatcher.set_listener(listener);
+    }
+
+    /// Runs `fence` before every write of responses on every connection (see [`ResponseFence`]).
+    pub fn set_response_fence(&self, fence: Arc<dyn ResponseFence>) {
+        self.dispatcher.set_fence(fence);
     }
 
     /// Spawns the server on the current tokio runtime.

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -14,7 +14,7 @@ use comet_protocol::limits::MAX_FRAME_LEN;
 use comet_protocol::{RemotingCommand, SerializeType};
 use comet_remoting::{
     Channel, ChannelEventListener, ClientConfig, RemotingClient, RemotingError, RemotingServer,
-    RequestProcessor, RpcHook, ServerConfig, ServerHandle,
+    RequestProcessor, ResponseFence, RpcHook, ServerConfig, ServerHandle,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -1088,6 +1088,73 @@ async fn in_flight_bound_stops_reading_until_a_request_finishes() {
     for call in calls {
         assert_eq!(guard("call", call).await.unwrap().unwrap().code, SUCCESS);
     }
+    client.shutdown().await;
+    server.shutdown().await;
+}
+
+/// Counts its calls; fails them while `fail` is set.
+#[derive(Default)]
+struct Gate {
+    settled: AtomicUsize,
+    fail: AtomicBool,
+}
+
+impl ResponseFence for Gate {
+    fn settle(&self) -> Result<(), String> {
+        self.settled.fetch_add(1, Ordering::SeqCst);
+        if self.fail.load(Ordering::SeqCst) {
+            Err("the disk is gone".to_owned())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The fence runs before a response is written (it has run by the time the response arrives),
+/// and one that fails keeps the responses from leaving: the connection is closed unanswered,
+/// and the server goes on serving once it passes again.
+#[tokio::test]
+async fn response_fence_runs_before_each_write_and_a_failing_one_closes_unanswered() {
+    let gate = Arc::new(Gate::default());
+    let fence = Arc::clone(&gate);
+    let (server, addr) = start_default(move |s| s.set_response_fence(fence)).await;
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let mut buf = BytesMut::new();
+    let mut req = request(ECHO, SerializeType::Json, "fenced");
+    req.opaque = 1;
+    write_raw(&mut stream, &req).await;
+    let rsp = guard("fenced echo", read_raw(&mut stream, &mut buf))
+        .await
+        .unwrap();
+    assert_eq!(rsp.opaque, 1);
+    let settled = gate.settled.load(Ordering::SeqCst);
+    assert!(settled >= 1, "answered before the fence ran");
+
+    gate.fail.store(true, Ordering::SeqCst);
+    req.opaque = 2;
+    write_raw(&mut stream, &req).await;
+    let next = guard(
+        "server closes the connection",
+        read_raw(&mut stream, &mut buf),
+    )
+    .await;
+    assert!(
+        next.is_none(),
+        "answered although the fence failed: {next:?}"
+    );
+    assert!(gate.settled.load(Ordering::SeqCst) > settled);
+
+    gate.fail.store(false, Ordering::SeqCst);
+    let client = RemotingClient::new(ClientConfig::default());
+    let rsp = client
+        .invoke(
+            &addr,
+            request(ECHO, SerializeType::Json, "after"),
+            RPC_TIMEOUT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(rsp.code, SUCCESS);
     client.shutdown().await;
     server.shutdown().await;
 }

@@ -3,9 +3,15 @@
 //! An append assigns the message its physical offset (where it lands), its queue offset (the
 //! next slot of its topic/queue, from the `topic-queueId → next offset` table that recovery
 //! rebuilds from the ConsumeQueues), its store timestamp and body CRC, and encodes the record
-//! directly into the mapped segment — the only copy of the body is the one into the page cache.
-//! Records never span segments: when `record + 8 > free`, the rest of the segment is claimed by a
-//! BLANK entry and the record goes to the start of the next segment.
+//! into the segment's pending buffer, from which one `pwrite` puts it in the page cache (see
+//! `mapped_file.rs`). Records never span segments: when `record + 8 > free`, the rest of the
+//! segment is claimed by a BLANK entry and the record goes to the start of the next segment.
+//!
+//! An append is committed (written and made readable) before the put returns, or, with
+//! [`Commit::Deferred`], by the next [`CommitLog::commit`]: the broker defers the sends it answers
+//! and commits once before writing the answers of everything one connection read in one go.
+//! Only the last segment ever holds pending bytes: the BLANK that closes a segment is written
+//! with a committing append, which takes that segment's pending records along.
 //!
 //! Appends are serialised by one short mutex (the encode is a few `memcpy`s; CRCs and size checks
 //! are computed before taking it). Durability is not handled here: the caller asks `flush.rs`.
@@ -14,6 +20,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use bytes::Bytes;
 use comet_protocol::message::batch::BatchEntry;
@@ -79,6 +86,16 @@ pub struct AppendMessageResult {
     pub logics_offset: i64,
     /// Number of records written.
     pub msg_num: usize,
+}
+
+/// When an append reaches the file (see `mapped_file.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// Written and readable before the put returns.
+    Now,
+    /// Left pending until the next [`CommitLog::commit`]: the caller commits before it tells
+    /// anyone the message is stored.
+    Deferred,
 }
 
 /// Result of `put_message` / `put_messages`.
@@ -171,6 +188,8 @@ pub struct CommitLog {
     max_message_size: usize,
     auto_message_version_on_topic_len: bool,
     writer: Mutex<TopicQueueTable>,
+    /// Global offset after the last append, committed or not (only ever grows while appending).
+    appended_end: AtomicI64,
     /// Counts the bytes read through the segments' mappings (see `page_release.rs`).
     page_release: PageReleaseTrigger,
 }
@@ -201,6 +220,7 @@ impl CommitLog {
             max_message_size: config.max_message_size,
             auto_message_version_on_topic_len: config.auto_message_version_on_topic_len,
             writer: Mutex::new(TopicQueueTable::default()),
+            appended_end: AtomicI64::new(0),
             page_release: PageReleaseTrigger::new(config.mapped_pages_release_bytes),
         }
     }
@@ -233,9 +253,24 @@ impl CommitLog {
         self.queue.min_offset()
     }
 
-    /// End of the written data.
+    /// End of the written (committed, readable) data.
     pub fn max_offset(&self) -> i64 {
         self.queue.max_offset()
+    }
+
+    /// Writes what deferred appends left pending ([`Commit::Deferred`]); returns whether there
+    /// was anything. On return, every append made before the call is readable (or the error
+    /// says why not: the bytes then stay pending for the next call).
+    pub fn commit(&self) -> Result<bool, StoreError> {
+        if self.appended_end.load(Ordering::Acquire) <= self.max_offset() {
+            return Ok(false);
+        }
+        // Only the last segment can hold pending bytes: rolling to a new segment pads the old
+        // one with a BLANK entry through a committing append, before the new one exists.
+        match self.queue.last_file() {
+            Some(file) => file.commit(),
+            None => Ok(false),
+        }
     }
 
     /// End of the durable data.
@@ -370,12 +405,18 @@ impl CommitLog {
         }
     }
 
-    /// Appends one message. The caller fills topic, queue id, flag, body, properties, sys flag,
-    /// born timestamp/host, store host, reconsume times and prepared transaction offset; this
-    /// assigns the rest.
-    pub fn put_message(
+    /// Appends one message and commits it. The caller fills topic, queue id, flag, body,
+    /// properties, sys flag, born timestamp/host, store host, reconsume times and prepared
+    /// transaction offset; this assigns the rest.
+    pub fn put_message(&self, msg: MessageExt) -> Result<AppendMessageResult, PutMessageStatus> {
+        self.put_message_with(msg, Commit::Now)
+    }
+
+    /// [`CommitLog::put_message`], committed now or left pending.
+    pub fn put_message_with(
         &self,
         mut msg: MessageExt,
+        commit: Commit,
     ) -> Result<AppendMessageResult, PutMessageStatus> {
         self.check_topic(&msg.topic)?;
         if msg.body.len() > self.max_message_size {
@@ -397,15 +438,23 @@ impl CommitLog {
             0
         };
         msg.commit_log_offset =
-            file.file_from_offset() + i64::try_from(file.wrote_position()).unwrap_or(0);
-        let written = file.append_with(len, |dst| {
+            file.file_from_offset() + i64::try_from(file.appended_position()).unwrap_or(0);
+        let fill = |dst: &mut [u8]| {
             record::encode_record_into(&msg, dst)?;
             Ok(())
-        });
+        };
+        let written = match commit {
+            Commit::Now => file.append_with(len, fill),
+            Commit::Deferred => file.append_deferred_with(len, fill),
+        };
         if let Err(e) = written {
-            tracing::error!(error = %e, "cannot encode record into commit log");
+            tracing::error!(error = %e, "cannot write record into commit log");
             return Err(PutMessageStatus::UnknownError);
         }
+        self.appended_end.store(
+            msg.commit_log_offset + i64::try_from(len).unwrap_or(0),
+            Ordering::Release,
+        );
         file.set_store_timestamp(store_timestamp);
         if counted {
             table.advance(&msg.topic, msg.queue_id, 1);
@@ -422,10 +471,20 @@ impl CommitLog {
         })
     }
 
-    /// Appends a batch as consecutive records with consecutive queue offsets, all in one segment.
+    /// Appends a batch as consecutive records with consecutive queue offsets, all in one
+    /// segment, and commits it.
     pub fn put_messages(
         &self,
         batch: MessageExtBatch,
+    ) -> Result<AppendMessageResult, PutMessageStatus> {
+        self.put_messages_with(batch, Commit::Now)
+    }
+
+    /// [`CommitLog::put_messages`], committed now or left pending.
+    pub fn put_messages_with(
+        &self,
+        batch: MessageExtBatch,
+        commit: Commit,
     ) -> Result<AppendMessageResult, PutMessageStatus> {
         self.check_topic(&batch.topic)?;
         let n = batch.messages.len();
@@ -467,8 +526,8 @@ impl CommitLog {
         let store_timestamp = now_millis();
         let first_queue_offset = table.get(&batch.topic, batch.queue_id);
         let first_phys =
-            file.file_from_offset() + i64::try_from(file.wrote_position()).unwrap_or(0);
-        let written = file.append_with(total, |dst| {
+            file.file_from_offset() + i64::try_from(file.appended_position()).unwrap_or(0);
+        let fill = |dst: &mut [u8]| {
             let mut at = 0usize;
             let mut phys = first_phys;
             for (i, msg) in msgs.iter_mut().enumerate() {
@@ -483,11 +542,19 @@ impl CommitLog {
                 phys += i64::try_from(wrote).unwrap_or(0);
             }
             Ok(())
-        });
+        };
+        let written = match commit {
+            Commit::Now => file.append_with(total, fill),
+            Commit::Deferred => file.append_deferred_with(total, fill),
+        };
         if let Err(e) = written {
-            tracing::error!(error = %e, "cannot encode batch into commit log");
+            tracing::error!(error = %e, "cannot write batch into commit log");
             return Err(PutMessageStatus::UnknownError);
         }
+        self.appended_end.store(
+            first_phys + i64::try_from(total).unwrap_or(0),
+            Ordering::Release,
+        );
         file.set_store_timestamp(store_timestamp);
         table.advance(&batch.topic, batch.queue_id, i64::try_from(n).unwrap_or(0));
         drop(table);

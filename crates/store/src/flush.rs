@@ -239,6 +239,12 @@ impl CommitLogFlusher {
     /// One flush. The caller calls `on_flushed` when it made progress, at the point that suits
     /// it (a group commit answers its waiters first).
     fn flush_with(&self, least_pages: usize) -> Result<Flush, StoreError> {
+        // Deferred appends first (the broker commits them before answering; this covers the
+        // waiting SYNC_FLUSH puts and any whose answer never went out). A failed write is
+        // retried by the next commit; what is already written is still flushed.
+        if let Err(e) = self.commit_log.commit() {
+            tracing::error!(error = %e, "commit log commit failed");
+        }
         // Read the timestamp before the end offset: the record carrying it is then below the
         // end, so once we flushed past the end that timestamp is durable.
         let ts = self

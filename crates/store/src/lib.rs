@@ -37,7 +37,7 @@ pub mod page_release;
 pub mod recovery;
 
 pub use commit_log::{
-    AppendMessageResult, CommitLog, MessageExtBatch, PutMessageResult, PutMessageStatus,
+    AppendMessageResult, Commit, CommitLog, MessageExtBatch, PutMessageResult, PutMessageStatus,
 };
 pub use config::{FlushDiskType, MessageStoreConfig};
 pub use dispatch::{MessageArrival, MessageArrivingListener};

@@ -25,7 +25,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::checkpoint::Checkpoint;
 use crate::cleanup::{self, DiskPressure, DiskThresholds};
-use crate::commit_log::{CommitLog, MessageExtBatch, PutMessageResult, PutMessageStatus};
+use crate::commit_log::{Commit, CommitLog, MessageExtBatch, PutMessageResult, PutMessageStatus};
 use crate::config::{FlushDiskType, MessageStoreConfig};
 use crate::consume_queue::{CQ_STORE_UNIT_SIZE, ConsumeQueueTable, CqUnit};
 use crate::dispatch::{Dispatcher, MessageArrivingListener, ReputService};
@@ -503,18 +503,38 @@ impl MessageStore {
     /// FLUSH_DISK_TIMEOUT after `sync_flush_timeout` (the timeout needs a Tokio runtime; outside
     /// one the put waits for the flush thread's answer).
     pub async fn put_message(&self, msg: MessageExt) -> PutMessageResult {
+        self.put_message_with(msg, Commit::Now).await
+    }
+
+    /// [`MessageStore::put_message`] whose record may be left pending ([`Commit::Deferred`]):
+    /// under ASYNC_FLUSH it is neither readable nor dispatched until [`MessageStore::commit_pending`]
+    /// (or the flush thread, at its next round) writes it. The broker answers sends this way and
+    /// commits before their responses leave (`comet_remoting::ResponseFence`). A put that waits
+    /// for a SYNC_FLUSH flush is always committed at once.
+    pub async fn put_message_with(&self, msg: MessageExt, commit: Commit) -> PutMessageResult {
         if let Err(status) = self.check_store_status() {
             return self.failed(status);
         }
         let wait = wait_store_msg_ok(&msg.properties);
-        match self.commit_log.put_message(msg) {
-            Ok(append) => self.after_append(append, wait).await,
+        let commit = self.commit_for(commit, wait);
+        match self.commit_log.put_message_with(msg, commit) {
+            Ok(append) => self.after_append(append, wait, commit).await,
             Err(status) => self.failed(status),
         }
     }
 
     /// Stores a batch as consecutive records (one segment, consecutive queue offsets).
     pub async fn put_messages(&self, batch: MessageExtBatch) -> PutMessageResult {
+        self.put_messages_with(batch, Commit::Now).await
+    }
+
+    /// [`MessageStore::put_messages`], committed now or left pending (see
+    /// [`MessageStore::put_message_with`]).
+    pub async fn put_messages_with(
+        &self,
+        batch: MessageExtBatch,
+        commit: Commit,
+    ) -> PutMessageResult {
         if let Err(status) = self.check_store_status() {
             return self.failed(status);
         }
@@ -522,10 +542,33 @@ impl MessageStore {
             .messages
             .first()
             .is_none_or(|m| wait_store_msg_ok(&m.properties));
-        match self.commit_log.put_messages(batch) {
-            Ok(append) => self.after_append(append, wait).await,
+        let commit = self.commit_for(commit, wait);
+        match self.commit_log.put_messages_with(batch, commit) {
+            Ok(append) => self.after_append(append, wait, commit).await,
             Err(status) => self.failed(status),
         }
+    }
+
+    /// A put that waits for a SYNC_FLUSH group commit writes its record itself: deferred, the
+    /// flush thread would write it, and that thread is the one every waiting put queues on
+    /// (W2 10 s, five alternating rounds: 38.4–41.8 k deferred vs 41.7–44.4 k msg/s).
+    fn commit_for(&self, asked: Commit, wait: bool) -> Commit {
+        if wait && self.flusher.mode() == FlushDiskType::SyncFlush {
+            Commit::Now
+        } else {
+            asked
+        }
+    }
+
+    /// Writes the records deferred puts left pending and, under ASYNC_FLUSH, dispatches them.
+    /// On return every put made before the call is readable, unless the write failed (then the
+    /// records stay pending and the next commit retries them).
+    pub fn commit_pending(&self) -> Result<(), StoreError> {
+        if self.commit_log.commit()? && self.flusher.mode() == FlushDiskType::AsyncFlush {
+            self.reput.dispatch_now();
+            self.flusher.wake_if_needed();
+        }
+        Ok(())
     }
 
     fn failed(&self, status: PutMessageStatus) -> PutMessageResult {
@@ -539,6 +582,7 @@ impl MessageStore {
         &self,
         append: crate::commit_log::AppendMessageResult,
         wait: bool,
+        commit: Commit,
     ) -> PutMessageResult {
         self.stats
             .put_message_times_total
@@ -548,6 +592,8 @@ impl MessageStore {
             .fetch_add(append.wrote_bytes as u64, Ordering::Relaxed);
         let mut status = PutMessageStatus::PutOk;
         match self.flusher.mode() {
+            // A deferred record is dispatched by whoever commits it.
+            FlushDiskType::AsyncFlush if commit == Commit::Deferred => {}
             FlushDiskType::AsyncFlush => {
                 self.reput.dispatch_now();
                 self.flusher.wake_if_needed();

@@ -1,6 +1,7 @@
 //! Property tests of the CommitLog alone: random append sequences over small segments read back
 //! byte-identical, records never span segments (BLANK padding), queue offsets are contiguous per
-//! queue, oversize records are refused, and reopening rebuilds the same view.
+//! queue, oversize records are refused, and reopening rebuilds the same view; appends committed
+//! at once and deferred ones (committed later, or by a roll to the next segment) mix freely.
 
 mod common;
 
@@ -10,7 +11,7 @@ use bytes::Bytes;
 use comet_protocol::message::record::{self, decode_record};
 use comet_store::commit_log::CommitLog;
 use comet_store::dispatch::scan_records;
-use comet_store::{FlushDiskType, PutMessageStatus};
+use comet_store::{Commit, FlushDiskType, PutMessageStatus};
 use common::*;
 use proptest::prelude::*;
 
@@ -22,6 +23,9 @@ struct Op {
     queue_id: i32,
     body_len: usize,
     batch: usize,
+    deferred: bool,
+    /// Commit what is pending after this op.
+    commit: bool,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -30,12 +34,16 @@ fn op() -> impl Strategy<Value = Op> {
         0i32..4,
         prop_oneof![0usize..200, 200usize..4000, 15_000usize..17_000],
         0usize..4,
+        any::<bool>(),
+        prop::bool::weighted(0.2),
     )
-        .prop_map(|(topic, queue_id, body_len, batch)| Op {
+        .prop_map(|(topic, queue_id, body_len, batch, deferred, commit)| Op {
             topic,
             queue_id,
             body_len,
             batch,
+            deferred,
+            commit,
         })
 }
 
@@ -56,12 +64,19 @@ proptest! {
             let body = Bytes::from(vec![(n % 251) as u8; op.body_len]);
             let topic = topics[op.topic];
             let qo = next_qo.entry((op.topic, op.queue_id)).or_insert(0);
+            let commit = if op.deferred { Commit::Deferred } else { Commit::Now };
             if op.batch == 0 {
                 let msg = message(topic, op.queue_id, body.clone(), Some("t"), None);
                 let size = record::encoded_record_size(&msg).unwrap_or(usize::MAX);
-                match log.put_message(msg) {
+                match log.put_message_with(msg, commit) {
                     Ok(a) => {
                         prop_assert!(size + 8 <= SEGMENT);
+                        let end = a.wrote_offset + size as i64;
+                        if op.deferred {
+                            prop_assert!(log.max_offset() < end, "deferred: not readable yet");
+                        } else {
+                            prop_assert_eq!(log.max_offset(), end, "committed with what was pending");
+                        }
                         prop_assert_eq!(a.logics_offset, *qo);
                         prop_assert_eq!(a.wrote_bytes, size);
                         expected.push((a.wrote_offset, topic.to_owned(), op.queue_id, *qo, body));
@@ -90,7 +105,7 @@ proptest! {
                     reconsume_times: 0,
                     messages: entries.clone(),
                 };
-                if let Ok(a) = log.put_messages(batch) {
+                if let Ok(a) = log.put_messages_with(batch, commit) {
                     prop_assert_eq!(a.msg_num, op.batch);
                     prop_assert_eq!(a.logics_offset, *qo);
                     let mut phys = a.wrote_offset;
@@ -103,7 +118,12 @@ proptest! {
                     }
                 }
             }
+            if op.commit {
+                log.commit().map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
         }
+        log.commit().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(!log.commit().map_err(|e| TestCaseError::fail(e.to_string()))?, "nothing left");
 
         for pass in 0..2 {
             let mut seen = Vec::new();

@@ -13,8 +13,8 @@ use comet_protocol::message::properties::keys;
 use comet_protocol::message::record::{self, decode_record};
 use comet_protocol::message::{Properties, sysflag};
 use comet_store::{
-    FlushDiskType, GetMessageStatus, MessageArrival, MessageArrivingListener, MessageExtBatch,
-    MessageFilter, MessageStore, PutMessageStatus,
+    Commit, FlushDiskType, GetMessageStatus, MessageArrival, MessageArrivingListener,
+    MessageExtBatch, MessageFilter, MessageStore, PutMessageStatus,
 };
 use common::*;
 use parking_lot::Mutex;
@@ -575,6 +575,102 @@ async fn listener_is_woken_per_message_and_latency_is_recorded() {
         );
         store.shutdown().unwrap_or_else(|e| panic!("{e}"));
     }
+}
+
+/// A deferred put (what the broker does for the sends it answers) has its offsets at once but is
+/// neither readable nor dispatched until a commit; a non-deferred put commits what is pending
+/// before it; pending bytes nobody commits are written by the flush thread's next round; a put
+/// waiting for SYNC_FLUSH never stays pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_puts_are_readable_and_dispatched_only_once_committed() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = open(dir.path(), FlushDiskType::AsyncFlush);
+    let start = store.max_phy_offset();
+    let mut ends = Vec::new();
+    for (i, body) in [&b"first"[..], &b"second"[..]].into_iter().enumerate() {
+        let r = store
+            .put_message_with(message("D", 0, body, None, None), Commit::Deferred)
+            .await;
+        assert_eq!(r.status, PutMessageStatus::PutOk);
+        let a = r.append.unwrap_or_else(|| panic!("append"));
+        assert_eq!(a.logics_offset, i as i64);
+        assert_eq!(
+            a.wrote_offset,
+            *ends.last().unwrap_or(&start),
+            "back to back"
+        );
+        ends.push(a.wrote_offset + a.wrote_bytes as i64);
+    }
+    assert_eq!(
+        store.max_phy_offset(),
+        start,
+        "nothing readable before the commit"
+    );
+    assert!(store.lookup_message_by_offset(start).is_none());
+    assert_eq!(store.get_max_offset_in_queue("D", 0), 0, "nor dispatched");
+
+    store
+        .commit_pending()
+        .unwrap_or_else(|e| panic!("commit: {e}"));
+    assert_eq!(store.max_phy_offset(), ends[1]);
+    assert!(store.wait_dispatched(ends[1], WAIT));
+    let r = store.get_message("g", "D", 0, 0, 32, 1 << 20, None);
+    assert_eq!(r.msg_count, 2);
+    let second = store
+        .lookup_message_by_offset(ends[0])
+        .unwrap_or_else(|| panic!("second record"));
+    assert_eq!(&second.body[..], b"second");
+
+    // A put that commits takes the pending one before it along.
+    let r = store
+        .put_message_with(
+            message("D", 0, &b"pending"[..], None, None),
+            Commit::Deferred,
+        )
+        .await;
+    let pending = r.append.unwrap_or_else(|| panic!("append"));
+    let r = store
+        .put_message(message("D", 0, &b"now"[..], None, None))
+        .await;
+    let now = r.append.unwrap_or_else(|| panic!("append"));
+    assert_eq!(
+        store.max_phy_offset(),
+        now.wrote_offset + now.wrote_bytes as i64
+    );
+    assert!(
+        store
+            .lookup_message_by_offset(pending.wrote_offset)
+            .is_some()
+    );
+
+    // Left pending with nobody to commit it: the flush writes it (the flush thread's round).
+    let r = store
+        .put_message_with(
+            message("D", 0, &b"orphan"[..], None, None),
+            Commit::Deferred,
+        )
+        .await;
+    let orphan = r.append.unwrap_or_else(|| panic!("append"));
+    let end = orphan.wrote_offset + orphan.wrote_bytes as i64;
+    assert!(store.max_phy_offset() < end);
+    store.flush().unwrap_or_else(|e| panic!("flush: {e}"));
+    assert_eq!(store.max_phy_offset(), end);
+    assert!(store.wait_dispatched(end, WAIT));
+    assert_eq!(store.get_max_offset_in_queue("D", 0), 5);
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = open(dir.path(), FlushDiskType::SyncFlush);
+    let r = store
+        .put_message_with(
+            message("S", 0, &b"durable"[..], None, None),
+            Commit::Deferred,
+        )
+        .await;
+    assert_eq!(r.status, PutMessageStatus::PutOk);
+    let a = r.append.unwrap_or_else(|| panic!("append"));
+    assert!(store.commit_log().flushed_where() >= a.wrote_offset + a.wrote_bytes as i64);
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

@@ -14,6 +14,12 @@
 //! is after the msync — so "SEND_OK" always means "durable as configured". A oneway send is
 //! stored the same way and not answered (the transport drops the response).
 //!
+//! An answered send leaves its record pending in the CommitLog ([`Commit::Deferred`]) and the
+//! connection commits before it writes responses ([`CommitBeforeReply`], the server's
+//! [`ResponseFence`]): the sends read from a connection in one go are written with one `pwrite`,
+//! and still no answer leaves before its message is in the page cache. A oneway send has no
+//! answer to wait for, so it commits at once.
+//!
 //! [`put_message`] is also the store entry for the broker's own re-puts (send-back, DLQ, delay
 //! delivery): it applies the delay-level rewrite (DELAY ≥ 1 → `SCHEDULE_TOPIC_XXXX`, queue
 //! `level − 1`, REAL_TOPIC/REAL_QID saved), after which the store gives the ConsumeQueue unit the
@@ -31,8 +37,8 @@ use comet_protocol::message::id::UniqIdGenerator;
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::{MessageExt, Properties, sysflag};
 use comet_protocol::{ProtocolError, RemotingCommand};
-use comet_remoting::{Channel, RequestProcessor};
-use comet_store::{MessageExtBatch, PutMessageResult, PutMessageStatus};
+use comet_remoting::{Channel, RequestProcessor, ResponseFence};
+use comet_store::{Commit, MessageExtBatch, MessageStore, PutMessageResult, PutMessageStatus};
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
@@ -85,6 +91,26 @@ impl RequestProcessor for SendMessageProcessor {
             }
             Some(response)
         })
+    }
+}
+
+/// The broker's [`ResponseFence`]: commits the CommitLog appends the send processor deferred,
+/// before a connection writes the answers to them.
+pub struct CommitBeforeReply {
+    store: Arc<MessageStore>,
+}
+
+impl CommitBeforeReply {
+    pub fn new(store: Arc<MessageStore>) -> Self {
+        Self { store }
+    }
+}
+
+impl ResponseFence for CommitBeforeReply {
+    fn settle(&self) -> Result<(), String> {
+        self.store
+            .commit_pending()
+            .map_err(|e| format!("commit log write failed: {e}"))
     }
 }
 
@@ -357,9 +383,9 @@ async fn send_single(
         // The half waits in RMQ_SYS_TRANS_HALF_TOPIC for END_TRANSACTION (no delay rewrite:
         // a delay applies to the committed message).
         transaction::half::into_half(&mut msg);
-        ctx.store.put_message(msg).await
+        ctx.store.put_message_with(msg, commit_for(request)).await
     } else {
-        put_message(ctx, msg).await
+        put_message_with(ctx, msg, commit_for(request)).await
     };
     send_response(ctx, result, response_queue_id, uniq_key)
 }
@@ -459,7 +485,10 @@ async fn send_batch(
     batch.born_timestamp = header.born_timestamp;
     batch.reconsume_times = header.reconsume_times.unwrap_or(0);
     let batch_uniq_key = batch_properties.get(keys::UNIQ_KEY).map(str::to_owned);
-    let result = ctx.store.put_messages(batch).await;
+    let result = ctx
+        .store
+        .put_messages_with(batch, commit_for(request))
+        .await;
     send_response(ctx, result, queue_id, batch_uniq_key)
 }
 
@@ -501,9 +530,27 @@ pub fn batch_member_properties<'a>(
 }
 
 /// Stores a message, rewriting it for the delay queue first when it carries `DELAY ≥ 1`.
-pub async fn put_message(ctx: &BrokerContext, mut msg: MessageExt) -> PutMessageResult {
+pub async fn put_message(ctx: &BrokerContext, msg: MessageExt) -> PutMessageResult {
+    put_message_with(ctx, msg, Commit::Now).await
+}
+
+/// [`put_message`], committed now or left for the response fence.
+async fn put_message_with(
+    ctx: &BrokerContext,
+    mut msg: MessageExt,
+    commit: Commit,
+) -> PutMessageResult {
     apply_delay_level(&mut msg, ctx.schedule.max_delay_level());
-    ctx.store.put_message(msg).await
+    ctx.store.put_message_with(msg, commit).await
+}
+
+/// An answered send defers its commit to the response fence; a oneway one has no response.
+fn commit_for(request: &RemotingCommand) -> Commit {
+    if request.is_oneway() {
+        Commit::Now
+    } else {
+        Commit::Deferred
+    }
 }
 
 /// The delay-level rewrite (§6.7): a non-transactional or commit message with `DELAY ≥ 1` is
