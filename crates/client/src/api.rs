@@ -281,7 +281,11 @@ impl MQClientApi {
                 Ok(None)
             }
             CommunicationMode::Sync | CommunicationMode::Async => {
-                let response = self.remoting.invoke(addr, request, timeout).await?;
+                // Sends come from many tasks at once: let them share the connection's writes.
+                let response = self
+                    .remoting
+                    .invoke_gathered(addr, request, timeout)
+                    .await?;
                 process_send_response(addr, broker_name, &topic, msg, &response).map(Some)
             }
         }

@@ -268,16 +268,16 @@ impl Channel {
         self.send_response_from(response, false).await
     }
 
-    /// [`Channel::send_response`] from a request that waited on its own task (`detached`): the
-    /// writer then gathers the responses completed with it before writing.
+    /// [`Channel::send_response`], with `gather` for a response of a request that waited on its
+    /// own task: the writer then gathers the responses completed with it before writing.
     pub(crate) async fn send_response_from(
         &self,
         mut response: RemotingCommand,
-        detached: bool,
+        gather: bool,
     ) -> Result<()> {
         response.flag = (response.flag | FLAG_RESPONSE) & !FLAG_ONEWAY;
         let mut frame = encode_split(response)?;
-        frame.detached = detached;
+        frame.gather = gather;
         self.enqueue(frame, Admission::Always).await
     }
 
@@ -294,20 +294,29 @@ impl Channel {
             Instant::now() + timeout,
             timeout,
             Admission::FailFast,
+            false,
         )
         .await
     }
 
     /// Like [`Channel::invoke`], but waits (up to the deadline) for a congested connection to
     /// drain: a client's own requests.
+    /// With `gather`, the writer waits one turn of the scheduler for requests queued with it.
     pub(crate) async fn invoke_until(
         &self,
         request: RemotingCommand,
         deadline: Instant,
         timeout: Duration,
+        gather: bool,
     ) -> Result<RemotingCommand> {
-        self.invoke_admitted(request, deadline, timeout, Admission::WaitUntil(deadline))
-            .await
+        self.invoke_admitted(
+            request,
+            deadline,
+            timeout,
+            Admission::WaitUntil(deadline),
+            gather,
+        )
+        .await
     }
 
     async fn invoke_admitted(
@@ -316,11 +325,13 @@ impl Channel {
         deadline: Instant,
         timeout: Duration,
         admission: Admission,
+        gather: bool,
     ) -> Result<RemotingCommand> {
         let opaque = next_opaque();
         request.opaque = opaque;
         request.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
-        let frame = encode_split(request)?;
+        let mut frame = encode_split(request)?;
+        frame.gather = gather;
         let (tx, rx) = oneshot::channel();
         self.register(opaque, tx)?;
         // Removes the table entry however this call ends (response, timeout, caller dropped).

@@ -55,9 +55,11 @@ pub fn encode_frame(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), Rem
 pub(crate) struct Frame {
     pub head: Bytes,
     pub body: Option<Bytes>,
-    /// Produced by a request that waited (its own task, not the reader): other responses are
-    /// likely being completed at the same moment, so the writer gathers them first.
-    pub detached: bool,
+    /// Worth one turn of the scheduler before it is written: frames like it are likely being
+    /// queued at the same moment, so the writer gathers them first (see
+    /// `connection::write_loop`). Set on a server's response to a request that waited, and on
+    /// a client's request sent with [`crate::RemotingClient::invoke_gathered`].
+    pub gather: bool,
 }
 
 impl Frame {
@@ -93,7 +95,7 @@ pub(crate) fn encode_split(mut cmd: RemotingCommand) -> Result<Frame, RemotingEr
     Ok(Frame {
         head: head.freeze(),
         body,
-        detached: false,
+        gather: false,
     })
 }
 

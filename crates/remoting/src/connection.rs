@@ -26,9 +26,10 @@
 //! Writer: drains the write queue in batches, copying small frames into one buffer so a burst of
 //! responses costs a few syscalls instead of one per frame; large bodies are written straight from
 //! their own buffer. Before each write it runs the server's [`crate::ResponseFence`], if any (the
-//! broker commits the appends of the sends being answered). On a server connection it lets the other ready tasks run once before writing
-//! a batch, so responses completed together leave together (see [`write_loop`]). Queued bytes are
-//! released once handed to the socket.
+//! broker commits the appends of the sends being answered). Before writing a batch holding a frame
+//! marked [`Frame::gather`] (a server's response to a request that waited, a client's gathered
+//! request) it lets the other ready tasks run once, so frames produced together leave together
+//! (see [`write_loop`]). Queued bytes are released once handed to the socket.
 //!
 //! Either task ending closes the channel, which stops the other one; the reader then fires
 //! `on_close`. On server shutdown (`stop`), readers stop taking new requests but keep the
@@ -74,10 +75,11 @@ pub(crate) struct ConnectionOptions {
     /// on a client connection that would hold up every response the reader has yet to deliver,
     /// so there every request gets its own task at once.
     pub run_requests_inline: bool,
-    /// Before writing a batch holding a response of a request that waited, let the other
-    /// ready tasks run once so that responses completed together reach the same write (server
-    /// connections; see [`write_loop`]).
-    pub gather_before_write: bool,
+    /// Mark the responses of requests that waited as worth gathering ([`Frame::gather`]), so
+    /// that responses completed together reach the same write (server connections; see
+    /// [`write_loop`]). On a client connection every request runs on its own task, so all its
+    /// (rare) responses would count as such.
+    pub gather_waited_responses: bool,
 }
 
 /// Where a connection's tasks are spawned and what stops them.
@@ -154,7 +156,6 @@ where
         write_half,
         rx,
         Arc::clone(&ctx.dispatcher),
-        ctx.options.gather_before_write,
     ));
     ctx.connections
         .spawn(read_loop(channel.clone(), read_half, ctx.clone()));
@@ -194,7 +195,11 @@ async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: Co
     let close = channel.close_token().clone();
     let peer = channel.remote_addr();
     // Requests run here inline produce their responses on this task (see `process_request`).
-    let reader_task = tokio::task::try_id();
+    // A response made anywhere else comes from a request that waited (see `write_loop`).
+    let gather_from = Waited {
+        reader: tokio::task::try_id(),
+        gather: ctx.options.gather_waited_responses,
+    };
     let mut stopped = false;
     loop {
         if ctx.options.pause_reads_when_congested && !channel.is_writable() {
@@ -267,7 +272,7 @@ async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: Co
                             return;
                         }
                     }
-                    process_request(&dispatcher, &channel, cmd, reader_task).await;
+                    process_request(&dispatcher, &channel, cmd, gather_from).await;
                 });
                 // Run the request here as far as it goes without waiting (a send under
                 // ASYNC_FLUSH, a heartbeat, a pull that finds messages: all of it). Only a request
@@ -324,13 +329,21 @@ async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: Co
     }
 }
 
-/// Runs one request and queues its response. `reader` is the reader task's id: a response
-/// produced on another task comes from a request that had to wait (see [`write_loop`]).
+/// How a response tells that its request had to wait: it is produced on another task than the
+/// connection's reader.
+#[derive(Clone, Copy)]
+struct Waited {
+    reader: Option<tokio::task::Id>,
+    /// Whether such responses are marked [`Frame::gather`].
+    gather: bool,
+}
+
+/// Runs one request and queues its response.
 async fn process_request(
     dispatcher: &Dispatcher,
     channel: &Channel,
     request: RemotingCommand,
-    reader: Option<tokio::task::Id>,
+    waited: Waited,
 ) {
     let code = request.code;
     let Some(response) = dispatcher.dispatch(channel, request).await else {
@@ -338,8 +351,8 @@ async fn process_request(
     };
     let opaque = response.opaque;
     let serialize_type = response.serialize_type;
-    let detached = tokio::task::try_id() != reader;
-    match channel.send_response_from(response, detached).await {
+    let gather = waited.gather && tokio::task::try_id() != waited.reader;
+    match channel.send_response_from(response, gather).await {
         Ok(()) => {}
         Err(RemotingError::Protocol(e)) => {
             tracing::error!(peer = %channel.remote_addr(), code, error = %e, "response cannot be encoded");
@@ -361,23 +374,22 @@ async fn process_request(
 
 /// The writer task.
 ///
-/// With `gather`, a batch that is not full and holds a response of a request that waited
-/// ([`Frame::detached`]) waits for one turn of the scheduler before it is written. Such
-/// responses are often completed together from outside the connection: a SYNC_FLUSH group
-/// commit answers every send it covered, a new message wakes many held pulls. Each of those
-/// wakes a request task; the first one to queue its frame wakes this writer, which tokio runs
-/// next (its LIFO slot), so without the turn the writer sent that one frame alone, then the
-/// next, one `send` per response. W2 (32 producers, SYNC_FLUSH): 32.7–35.0 k → 41.6–42.6 k
-/// msg/s, broker CPU per send 25–27 → 20 µs. Responses produced on the reader itself (a send
-/// under ASYNC_FLUSH) are already written in batches, and gathering those too only delayed
-/// them (W1 −4 %); client connections never gather (their requests come one by one from
-/// application tasks, and gathering there cost W1 8 %).
+/// A batch that is not full and holds a frame marked [`Frame::gather`] waits for one turn of
+/// the scheduler before it is written, and meanwhile takes what the other ready tasks queued.
+/// Such frames are produced together: a SYNC_FLUSH group commit answers every send it covered,
+/// a new message wakes many held pulls, a batch of responses wakes a producer's senders, each
+/// of which sends its next message. The first frame queued wakes this writer, which tokio runs
+/// next (its LIFO slot), so without the turn each went out in its own `send`. W2 (32
+/// producers, SYNC_FLUSH), server side: 32.7–35.0 k → 41.6–42.6 k msg/s, broker CPU per send
+/// 25–27 → 20 µs. Unmarked frames are written at once: responses produced on the reader itself
+/// (a send under ASYNC_FLUSH) are already written in batches, and gathering those too only
+/// delayed them (W1 −4 %); a consumer's pull request waiting for the consumer's other tasks cost
+/// W4 15–20 % (see [`crate::RemotingClient::invoke_gathered`] for the client side).
 async fn write_loop<W: AsyncWrite + Unpin>(
     channel: Channel,
     mut socket: W,
     mut queue: mpsc::UnboundedReceiver<Frame>,
     dispatcher: Arc<Dispatcher>,
-    gather: bool,
 ) {
     let close = channel.close_token().clone();
     // Bounds how long writes may continue once the connection is closing (peer not reading).
@@ -400,7 +412,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         if received == 0 {
             break;
         }
-        if gather && batch.len() < WRITE_BATCH_MAX_FRAMES && batch.iter().any(|f| f.detached) {
+        if batch.len() < WRITE_BATCH_MAX_FRAMES && batch.iter().any(|f| f.gather) {
             tokio::task::yield_now().await;
             while batch.len() < WRITE_BATCH_MAX_FRAMES {
                 match queue.try_recv() {
@@ -470,4 +482,109 @@ async fn write_batch<W: AsyncWrite + Unpin>(
         buf.clear();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::Context;
+
+    use parking_lot::Mutex;
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::limits::{
+        DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION, DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION,
+        DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
+    };
+
+    /// A socket write half that records the size of every write.
+    #[derive(Clone, Default)]
+    struct Writes(Arc<Mutex<Vec<usize>>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.0.lock().push(buf.len());
+            Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// The writes that carry two requests on a client connection when the first one, once
+    /// queued, wakes the task that sends the second (a response waking the next sender).
+    async fn writes_of_two_requests(gather: bool) -> Vec<usize> {
+        let ctx = ConnectionContext {
+            dispatcher: Arc::new(Dispatcher::default()),
+            options: ConnectionOptions {
+                idle_timeout: None,
+                max_in_flight: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
+                max_pending_invokes: DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION,
+                write_high_water: DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
+                pause_reads_when_congested: false,
+                run_requests_inline: false,
+                gather_waited_responses: false,
+            },
+            connections: TaskTracker::new(),
+            requests: TaskTracker::new(),
+            stop: CancellationToken::new(),
+            close_all: CancellationToken::new(),
+        };
+        // The peer never answers: the read half stays pending while `_peer` lives.
+        let (read_half, _peer) = tokio::io::duplex(64);
+        let writes = Writes::default();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9876));
+        let channel = spawn_halves(read_half, writes.clone(), addr, addr, &ctx);
+        let timeout = Duration::from_secs(30);
+        let invoke = move |channel: Channel| async move {
+            let request = RemotingCommand::request(10);
+            let deadline = tokio::time::Instant::now() + timeout;
+            channel
+                .invoke_until(request, deadline, timeout, gather)
+                .await
+        };
+        let (wake_second, woken) = oneshot::channel::<()>();
+        let second = tokio::spawn({
+            let channel = channel.clone();
+            async move {
+                let _ = woken.await;
+                invoke(channel).await
+            }
+        });
+        let mut first = Box::pin(invoke(channel.clone()));
+        // Polled once, the first request is queued (the writer is woken) and waits for its
+        // response; only then is the second sender woken.
+        assert!(futures::poll!(first.as_mut()).is_pending());
+        let _ = wake_second.send(());
+        // Single-threaded: a few turns let every task run to its wait; nothing else happens.
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        let seen = writes.0.lock().clone();
+        second.abort();
+        ctx.close_all.cancel();
+        seen
+    }
+
+    #[tokio::test]
+    async fn gathered_requests_sent_together_share_a_write() {
+        let mut one = BytesMut::new();
+        crate::codec::encode_frame(&RemotingCommand::request(10), &mut one)
+            .unwrap_or_else(|e| panic!("encode: {e}"));
+        let gathered = writes_of_two_requests(true).await;
+        assert_eq!(gathered.len(), 1, "{gathered:?}");
+        assert!(gathered[0] >= 2 * one.len(), "{gathered:?}");
+        let plain = writes_of_two_requests(false).await;
+        assert_eq!(plain.len(), 2, "{plain:?}");
+    }
 }

@@ -122,7 +122,7 @@ impl RemotingServer {
                 write_high_water: self.config.write_buffer_high_water_mark,
                 pause_reads_when_congested: true,
                 run_requests_inline: true,
-                gather_before_write: true,
+                gather_waited_responses: true,
             },
             connections: TaskTracker::new(),
             requests: TaskTracker::new(),
