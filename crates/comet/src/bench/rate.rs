@@ -93,6 +93,9 @@ impl Drop for Pacer {
     fn drop(&mut self) {
         self.permits.close();
         if let Some(thread) = self.thread.take() {
+            // The thread sleeps parked: woken, it sees the close at once, so this join (often
+            // on an async task) waits microseconds, not up to PACER_MAX_SLEEP.
+            thread.thread().unpark();
             let _ = thread.join();
         }
     }
@@ -123,7 +126,9 @@ fn release_slots(spacing: f64, deadline: Option<Instant>, permits: &Semaphore) {
             .saturating_duration_since(Instant::now())
             .min(PACER_MAX_SLEEP);
         if !wait.is_zero() {
-            std::thread::sleep(wait);
+            // Parked rather than asleep, so that dropping the pacer wakes it (a spurious wake-up
+            // only makes it look again).
+            std::thread::park_timeout(wait);
         }
     }
     permits.close();
