@@ -81,22 +81,7 @@ impl RemotingClient {
     }
 
     fn with_tls(config: ClientConfig, tls: Option<Result<ClientTls>>) -> Self {
-        let ctx = ConnectionContext {
-            dispatcher: Arc::new(Dispatcher::default()),
-            options: ConnectionOptions {
-                idle_timeout: config.idle_timeout,
-                max_in_flight: config.max_in_flight_per_connection,
-                max_pending_invokes: config.max_pending_invokes_per_connection,
-                write_high_water: config.write_buffer_high_water_mark,
-                pause_reads_when_congested: false,
-                run_requests_inline: false,
-                gather_waited_responses: false,
-            },
-            connections: TaskTracker::new(),
-            requests: TaskTracker::new(),
-            stop: CancellationToken::new(),
-            close_all: CancellationToken::new(),
-        };
+        let ctx = client_context(&config);
         Self {
             inner: Arc::new(ClientInner {
                 config,
@@ -337,6 +322,27 @@ impl RemotingClient {
             }
         }
         result
+    }
+}
+
+/// Where a client's connections run and how (see `ConnectionOptions`): a client's processors run
+/// application code, so its requests never run on the reader, and it never pauses reading.
+pub(crate) fn client_context(config: &ClientConfig) -> ConnectionContext {
+    ConnectionContext {
+        dispatcher: Arc::new(Dispatcher::default()),
+        options: ConnectionOptions {
+            idle_timeout: config.idle_timeout,
+            max_in_flight: config.max_in_flight_per_connection,
+            max_pending_invokes: config.max_pending_invokes_per_connection,
+            write_high_water: config.write_buffer_high_water_mark,
+            pause_reads_when_congested: false,
+            run_requests_inline: false,
+            gather_waited_responses: false,
+        },
+        connections: TaskTracker::new(),
+        requests: TaskTracker::new(),
+        stop: CancellationToken::new(),
+        close_all: CancellationToken::new(),
     }
 }
 

@@ -493,10 +493,6 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
-    use crate::limits::{
-        DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION, DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION,
-        DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
-    };
 
     /// A socket write half that records the size of every write.
     #[derive(Clone, Default)]
@@ -524,22 +520,7 @@ mod tests {
     /// The writes that carry two requests on a client connection when the first one, once
     /// queued, wakes the task that sends the second (a response waking the next sender).
     async fn writes_of_two_requests(gather: bool) -> Vec<usize> {
-        let ctx = ConnectionContext {
-            dispatcher: Arc::new(Dispatcher::default()),
-            options: ConnectionOptions {
-                idle_timeout: None,
-                max_in_flight: DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
-                max_pending_invokes: DEFAULT_MAX_PENDING_INVOKES_PER_CONNECTION,
-                write_high_water: DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
-                pause_reads_when_congested: false,
-                run_requests_inline: false,
-                gather_waited_responses: false,
-            },
-            connections: TaskTracker::new(),
-            requests: TaskTracker::new(),
-            stop: CancellationToken::new(),
-            close_all: CancellationToken::new(),
-        };
+        let ctx = crate::client::client_context(&crate::ClientConfig::default());
         // The peer never answers: the read half stays pending while `_peer` lives.
         let (read_half, _peer) = tokio::io::duplex(64);
         let writes = Writes::default();
