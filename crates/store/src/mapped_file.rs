@@ -329,7 +329,7 @@ impl MappedFile {
         self.appended_position() >= self.file_size
     }
 
-    /// Appends `data` at the wrote position; returns the position it was written at.
+    /// Appends `data` at the appended position and commits; returns the position it was written at.
     pub fn append(&self, data: &[u8]) -> Result<usize, StoreError> {
         self.append_with(data.len(), |dst| {
             dst.copy_from_slice(data);
