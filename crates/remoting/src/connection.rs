@@ -392,6 +392,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     dispatcher: Arc<Dispatcher>,
 ) {
     let close = channel.close_token().clone();
+    // Set before the server starts (`RemotingServer::start` consumes the server), so once.
+    let fence = dispatcher.fence();
     // Bounds how long writes may continue once the connection is closing (peer not reading).
     let drain_deadline = async {
         close.cancelled().await;
@@ -422,7 +424,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             }
         }
         let batch_bytes: usize = batch.iter().map(Frame::len).sum();
-        if let Some(fence) = dispatcher.fence()
+        if let Some(fence) = &fence
             && let Err(reason) = fence.settle()
         {
             tracing::error!(peer = %channel.remote_addr(), %reason,

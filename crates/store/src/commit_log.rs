@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use bytes::Bytes;
 use comet_protocol::message::batch::BatchEntry;
@@ -188,8 +187,6 @@ pub struct CommitLog {
     max_message_size: usize,
     auto_message_version_on_topic_len: bool,
     writer: Mutex<TopicQueueTable>,
-    /// Global offset after the last append, committed or not (only ever grows while appending).
-    appended_end: AtomicI64,
     /// Counts the bytes read through the segments' mappings (see `page_release.rs`).
     page_release: PageReleaseTrigger,
 }
@@ -220,7 +217,6 @@ impl CommitLog {
             max_message_size: config.max_message_size,
             auto_message_version_on_topic_len: config.auto_message_version_on_topic_len,
             writer: Mutex::new(TopicQueueTable::default()),
-            appended_end: AtomicI64::new(0),
             page_release: PageReleaseTrigger::new(config.mapped_pages_release_bytes),
         }
     }
@@ -262,15 +258,33 @@ impl CommitLog {
     /// was anything. On return, every append made before the call is readable (or the error
     /// says why not: the bytes then stay pending for the next call).
     pub fn commit(&self) -> Result<bool, StoreError> {
-        if self.appended_end.load(Ordering::Acquire) <= self.max_offset() {
-            return Ok(false);
-        }
         // Only the last segment can hold pending bytes: rolling to a new segment pads the old
         // one with a BLANK entry through a committing append, before the new one exists.
-        match self.queue.last_file() {
-            Some(file) => file.commit(),
-            None => Ok(false),
-        }
+        self.queue
+            .last_file()
+            .map_or(Ok(false), |file| file.commit())
+    }
+
+    /// Appends `len` bytes filled by `fill` to `file`, committed now or left pending; `what`
+    /// names it in the log should that fail.
+    fn append<F>(
+        file: &MappedFile,
+        len: usize,
+        commit: Commit,
+        what: &str,
+        fill: F,
+    ) -> Result<(), PutMessageStatus>
+    where
+        F: FnOnce(&mut [u8]) -> Result<(), StoreError>,
+    {
+        let written = match commit {
+            Commit::Now => file.append_with(len, fill),
+            Commit::Deferred => file.append_deferred_with(len, fill),
+        };
+        written.map(|_| ()).map_err(|e| {
+            tracing::error!(error = %e, "cannot write {what} into commit log");
+            PutMessageStatus::UnknownError
+        })
     }
 
     /// End of the durable data.
@@ -439,22 +453,10 @@ impl CommitLog {
         };
         msg.commit_log_offset =
             file.file_from_offset() + i64::try_from(file.appended_position()).unwrap_or(0);
-        let fill = |dst: &mut [u8]| {
+        Self::append(&file, len, commit, "record", |dst| {
             record::encode_record_into(&msg, dst)?;
             Ok(())
-        };
-        let written = match commit {
-            Commit::Now => file.append_with(len, fill),
-            Commit::Deferred => file.append_deferred_with(len, fill),
-        };
-        if let Err(e) = written {
-            tracing::error!(error = %e, "cannot write record into commit log");
-            return Err(PutMessageStatus::UnknownError);
-        }
-        self.appended_end.store(
-            msg.commit_log_offset + i64::try_from(len).unwrap_or(0),
-            Ordering::Release,
-        );
+        })?;
         file.set_store_timestamp(store_timestamp);
         if counted {
             table.advance(&msg.topic, msg.queue_id, 1);
@@ -527,7 +529,7 @@ impl CommitLog {
         let first_queue_offset = table.get(&batch.topic, batch.queue_id);
         let first_phys =
             file.file_from_offset() + i64::try_from(file.appended_position()).unwrap_or(0);
-        let fill = |dst: &mut [u8]| {
+        Self::append(&file, total, commit, "batch", |dst| {
             let mut at = 0usize;
             let mut phys = first_phys;
             for (i, msg) in msgs.iter_mut().enumerate() {
@@ -542,19 +544,7 @@ impl CommitLog {
                 phys += i64::try_from(wrote).unwrap_or(0);
             }
             Ok(())
-        };
-        let written = match commit {
-            Commit::Now => file.append_with(total, fill),
-            Commit::Deferred => file.append_deferred_with(total, fill),
-        };
-        if let Err(e) = written {
-            tracing::error!(error = %e, "cannot write batch into commit log");
-            return Err(PutMessageStatus::UnknownError);
-        }
-        self.appended_end.store(
-            first_phys + i64::try_from(total).unwrap_or(0),
-            Ordering::Release,
-        );
+        })?;
         file.set_store_timestamp(store_timestamp);
         table.advance(&batch.topic, batch.queue_id, i64::try_from(n).unwrap_or(0));
         drop(table);

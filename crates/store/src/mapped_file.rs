@@ -378,6 +378,12 @@ impl MappedFile {
     /// Writes the pending bytes of deferred appends with one `pwrite` and publishes them;
     /// returns whether there were any. On failure they stay pending.
     pub fn commit(&self) -> Result<bool, StoreError> {
+        // Nothing pending, without the lock: the appended position is read first, so a wrote
+        // position at or past it covers every append made before this call.
+        let appended = self.appended_position();
+        if self.wrote_position() >= appended {
+            return Ok(false);
+        }
         let mut pending = self.write_lock.lock();
         self.commit_locked(&mut pending)
     }

@@ -116,8 +116,6 @@ pub struct PageReleaseService {
     index: Option<Arc<RwLock<IndexService>>>,
     /// Where dispatch stands (the CommitLog below it is read and moved past).
     dispatched: Box<dyn Fn() -> i64 + Send + Sync>,
-    /// Rounds run so far (see [`CONSUME_QUEUE_SWEEP_ROUNDS`]).
-    rounds: AtomicU64,
     state: ServiceState,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -140,7 +138,6 @@ impl PageReleaseService {
             queues,
             index,
             dispatched: Box::new(dispatched),
-            rounds: AtomicU64::new(0),
             state: ServiceState::default(),
             thread: Mutex::new(None),
         })
@@ -155,10 +152,13 @@ impl PageReleaseService {
         let service = Arc::clone(self);
         let handle = spawn_service("comet-page-release", move || {
             let mut due = true;
+            // Rounds run so far (see CONSUME_QUEUE_SWEEP_ROUNDS).
+            let mut round = 0u64;
             while !service.state.is_stopped() {
                 if due {
-                    let round = service.rounds.fetch_add(1, Ordering::Relaxed);
-                    match service.release_once(round.is_multiple_of(CONSUME_QUEUE_SWEEP_ROUNDS)) {
+                    let all_queues = round.is_multiple_of(CONSUME_QUEUE_SWEEP_ROUNDS);
+                    round += 1;
+                    match service.release_once(all_queues) {
                         Ok(released) => tracing::trace!(?released, "mapped pages released"),
                         Err(e) => tracing::warn!(error = %e, "releasing mapped pages failed"),
                     }
