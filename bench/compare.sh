@@ -30,13 +30,13 @@ ROCKETMQ_VERSION="${ROCKETMQ_VERSION:-5.3.3}"
 RMQRS_VERSION="${RMQRS_VERSION:-^1}"  # rocketmq-rust crates version requirement
 # Workloads rocketmq-rust runs: at its ~1.5 k msg/s, W4's 1 M backlog and R10's 10 GiB fill would
 # take from ten minutes to hours, so they are left out (their cells read "–").
-RMQRS_WORKLOADS="${RMQRS_WORKLOADS:-W1 W1s W2 W3 W5 W6}"
+RMQRS_WORKLOADS="${RMQRS_WORKLOADS:-W1 W1s W2 W2s W3 W5 W6}"
 START_PATIENCE="${START_PATIENCE:-180}"
 CEILING_SECS="${CEILING_SECS:-3}"
 WORK="${WORK:-$(mktemp -d /tmp/comet-compare.XXXXXX)}"
 OUT="${OUT:-$ROOT/BENCHMARKS.md}"
 BROKERS="comet apache"
-WORKLOADS="W1 W1s W2 W3 W4 W5 W6 R10"
+WORKLOADS="W1 W1s W2 W2s W3 W4 W5 W6 R10"
 WRITE=yes
 
 while (($#)); do
@@ -259,17 +259,17 @@ stop_broker() {
 # ---- workloads ------------------------------------------------------------------------------------
 run_workload() {
     local broker=$1 w=$2 dir="$WORK/$1-$2" flush=ASYNC_FLUSH
-    [[ $w == W2 ]] && flush=SYNC_FLUSH
+    [[ $w == W2 || $w == W2s ]] && flush=SYNC_FLUSH
     log "$broker $w ($flush)"
     start_broker "$broker" "$flush" "$dir"
     wait_ready "$broker" "$w" "$dir"
     cp "$dir/cmdline" "$WORK/cmdline-$broker"
     local out="$dir/result.json"
     case "$w" in
-    W1 | W2 | W1s)
-        # W1s: W1 with the load generator on one worker thread (see bench/README.md).
+    W1 | W2 | W1s | W2s)
+        # W1s, W2s: W1, W2 with the load generator on one worker thread (see bench/README.md).
         local threads="$GEN_THREADS"
-        [[ $w == W1s ]] && threads=1
+        [[ $w == W1s || $w == W2s ]] && threads=1
         THREADS="$threads" bench "$broker" "$w" "$out" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
             -p "$PRODUCERS" -s "$SIZE" -m sync -d "$DURATION"
         record "$broker" "$w" tps "$(json_get "$out" tps)"
@@ -430,6 +430,10 @@ rows = [
     ("W2", "tps", "W2 sync send, SYNC_FLUSH: msg/s", True),
     ("W2", "p50_ms", "W2 send RT p50 (ms)", False),
     ("W2", "p99_ms", "W2 send RT p99 (ms)", False),
+    ("W2s", "tps", "W2s = W2, load generator on one thread: msg/s", True),
+    ("W2s", "p50_ms", "W2s send RT p50 (ms)", False),
+    ("W2s", "p99_ms", "W2s send RT p99 (ms)", False),
+    ("W2b", "tps", "W2 or W2s, each broker's better one: msg/s", True),
     ("W3", "p50_ms", "W3 e2e @ $W3_RATE msg/s: p50 (ms)", False),
     ("W3", "p99_ms", "W3 e2e p99 (ms)", False),
     ("W3", "p99_9_ms", "W3 e2e p99.9 (ms)", False),
@@ -466,12 +470,16 @@ def num(s):
         return float(s)
     except (TypeError, ValueError):
         return None
+# W1b, W2b: each broker's better of the two generator settings.
+derived = {"W1b": ("W1", "W1s"), "W2b": ("W2", "W2s")}
 for b in brokers:
-    best = [num(val[(w, "tps")].get(b)) for w in ("W1", "W1s")]
-    best = [x for x in best if x is not None]
-    if best:
-        val[("W1b", "tps")][b] = f"{max(best):.2f}"
-rows = [r for r in rows if r[0].rstrip("r") in ran or (r[0] == "W1b" and "W1" in ran and "W1s" in ran)]
+    for d, pair in derived.items():
+        best = [num(val[(w, "tps")].get(b)) for w in pair]
+        best = [x for x in best if x is not None]
+        if best:
+            val[(d, "tps")][b] = f"{max(best):.2f}"
+rows = [r for r in rows if r[0].rstrip("r") in ran
+        or (r[0] in derived and all(w in ran for w in derived[r[0]]))]
 for w, k, label, higher in rows:
     cells = [val[(w, k)].get(b, "–") for b in brokers]
     ratios = []
@@ -507,7 +515,7 @@ PY
     echo "$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown), release build) on the same box,"
     gen_threads="one tokio worker thread per core"
     if [[ -n $GEN_THREADS ]]; then gen_threads="$GEN_THREADS tokio worker thread(s)"; fi
-    echo "its client on $gen_threads (W1s and the third W4 read: one thread)."
+    echo "its client on $gen_threads (W1s, W2s and the third W4 read: one thread)."
     echo "Apache RocketMQ $ROCKETMQ_VERSION from Maven Central, $(java -version 2>&1 | head -1), heap $JAVA_HEAP per JVM."
     if [[ " $BROKERS " == *" rocketmq-rust "* ]]; then
         echo "rocketmq-rust broker $(cargo install --list --root "$WORK/rocketmq-rust" 2>/dev/null | awk '/^rocketmq-broker /{sub(":", "", $2); print $2}') (cargo install from crates.io, release), run on: $RMQRS_WORKLOADS."

@@ -332,6 +332,11 @@ broker_config! {
     /// not grow with the data stored; 0 keeps them mapped as RocketMQ does.
     mapped_pages_release_bytes: u64 =
         comet_store::page_release::DEFAULT_MAPPED_PAGES_RELEASE_BYTES => "mappedPagesReleaseBytes",
+    /// `commitLogPageCacheBytes` (Comet's own): flushed CommitLog pages more than this many bytes
+    /// behind the end are dropped from the page cache, so appends reuse recently freed pages
+    /// instead of ones the host must back first; 0 leaves the page cache to the kernel.
+    commit_log_page_cache_bytes: u64 =
+        comet_store::page_release::DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES => "commitLogPageCacheBytes",
     /// `maxHashSlotNum` of one index file.
     max_hash_slot_num: usize = 5_000_000 => "maxHashSlotNum",
     /// `maxIndexNum` of one index file.
@@ -775,6 +780,7 @@ impl BrokerConfig {
             max_transfer_count_on_message_in_disk: self.max_transfer_count_on_message_in_disk,
             message_delay_level: self.message_delay_level.clone(),
             mapped_pages_release_bytes: self.mapped_pages_release_bytes,
+            commit_log_page_cache_bytes: self.commit_log_page_cache_bytes,
             ..MessageStoreConfig::default()
         }
     }

@@ -30,6 +30,16 @@ pub struct Checkpoint {
     index_msg_timestamp: AtomicI64,
     master_flushed_offset: AtomicI64,
     confirm_phy_offset: AtomicI64,
+    /// [`Checkpoint::min_timestamp_index`] of what the file holds now (read at open, set after
+    /// each successful flush): the bound an abnormal recovery would start from after a crash.
+    persisted_min_timestamp: AtomicI64,
+}
+
+/// `min(physic, logics, index) − margin` of a set of fields, never below 0.
+fn min_timestamp_of(physic: i64, logics: i64, index: i64) -> i64 {
+    (physic.min(logics) - CHECKPOINT_SAFETY_MARGIN_MS)
+        .max(0)
+        .min(index)
 }
 
 impl Checkpoint {
@@ -70,6 +80,7 @@ impl Checkpoint {
             index_msg_timestamp: AtomicI64::new(field(2)),
             master_flushed_offset: AtomicI64::new(field(3)),
             confirm_phy_offset: AtomicI64::new(field(4)),
+            persisted_min_timestamp: AtomicI64::new(min_timestamp_of(field(0), field(1), field(2))),
         })
     }
 
@@ -130,7 +141,11 @@ impl Checkpoint {
     /// Like [`Checkpoint::min_timestamp`] but also bounded by the index timestamp
     /// (`messageIndexSafe`).
     pub fn min_timestamp_index(&self) -> i64 {
-        self.min_timestamp().min(self.index_msg_timestamp())
+        min_timestamp_of(
+            self.physic_msg_timestamp(),
+            self.logics_msg_timestamp(),
+            self.index_msg_timestamp(),
+        )
     }
 
     /// Writes the fields and fsyncs the file.
@@ -151,7 +166,17 @@ impl Checkpoint {
             .map_err(|e| StoreError::io(&self.path, e))?;
         self.file
             .sync_data()
-            .map_err(|e| StoreError::io(&self.path, e))
+            .map_err(|e| StoreError::io(&self.path, e))?;
+        let [physic, logics, index, ..] = values;
+        self.persisted_min_timestamp
+            .store(min_timestamp_of(physic, logics, index), Ordering::Release);
+        Ok(())
+    }
+
+    /// [`Checkpoint::min_timestamp_index`] as the file holds it: an abnormal recovery after a
+    /// crash now would verify the CommitLog from the newest segment stored at or before it.
+    pub fn persisted_min_timestamp(&self) -> i64 {
+        self.persisted_min_timestamp.load(Ordering::Acquire)
     }
 }
 
@@ -170,9 +195,13 @@ mod tests {
         cp.set_logics_msg_timestamp(8_000); // never moves back
         cp.set_index_msg_timestamp(5_000);
         cp.set_confirm_phy_offset(77);
+        assert_eq!(cp.persisted_min_timestamp(), 0, "nothing flushed yet");
         cp.flush()?;
         assert_eq!(cp.min_timestamp(), 6_000);
         assert_eq!(cp.min_timestamp_index(), 5_000);
+        assert_eq!(cp.persisted_min_timestamp(), 5_000);
+        cp.set_index_msg_timestamp(7_000);
+        assert_eq!(cp.persisted_min_timestamp(), 5_000, "only a flush persists");
         drop(cp);
         let raw = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
         assert_eq!(raw.len(), CHECKPOINT_FILE_SIZE);
@@ -182,6 +211,7 @@ mod tests {
         assert_eq!(cp.logics_msg_timestamp(), 9_000);
         assert_eq!(cp.index_msg_timestamp(), 5_000);
         assert_eq!(cp.confirm_phy_offset(), 77);
+        assert_eq!(cp.persisted_min_timestamp(), 5_000, "read back at open");
         Ok(())
     }
 }

@@ -103,6 +103,13 @@ pub struct MessageStoreConfig {
     /// CommitLog, the pages of the store's mapped files behind the readers are unmapped from
     /// the process (`page_release.rs`); 0 keeps them mapped, as RocketMQ does.
     pub mapped_pages_release_bytes: u64,
+    /// `commitLogPageCacheBytes` (Comet's own): flushed CommitLog pages more than this many
+    /// bytes behind the end are dropped from the page cache by the page-release rounds
+    /// (`page_release.rs`; so only while `mapped_pages_release_bytes` > 0); 0 leaves the page
+    /// cache to the kernel, as RocketMQ does. The pull batch limits still judge "in memory" by
+    /// `access_message_in_memory_max_ratio` of RAM: a consumer catching up from disk keeps
+    /// RocketMQ's in-memory batch sizes until it is that far behind.
+    pub commit_log_page_cache_bytes: u64,
 }
 
 impl Default for MessageStoreConfig {
@@ -143,6 +150,7 @@ impl Default for MessageStoreConfig {
             max_transfer_bytes_on_message_in_disk: 64 * 1024,
             max_transfer_count_on_message_in_disk: 8,
             mapped_pages_release_bytes: crate::page_release::DEFAULT_MAPPED_PAGES_RELEASE_BYTES,
+            commit_log_page_cache_bytes: crate::page_release::DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES,
             message_delay_level: DEFAULT_MESSAGE_DELAY_LEVEL.to_owned(),
         }
     }

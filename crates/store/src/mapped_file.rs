@@ -116,6 +116,28 @@ pub(crate) fn release_mapped_pages(
     Ok(end - start)
 }
 
+/// `posix_fadvise(POSIX_FADV_DONTNEED)` on `[start, start + len)` of `file`.
+#[cfg(target_os = "linux")]
+fn advise_dont_need(file: &File, start: usize, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(off), Ok(len)) = (libc::off_t::try_from(start), libc::off_t::try_from(len)) else {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    };
+    // SAFETY: plain syscall on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), off, len, libc::POSIX_FADV_DONTNEED) };
+    // posix_fadvise returns the error number instead of setting errno.
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(rc))
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_dont_need(_file: &File, _start: usize, _len: usize) -> std::io::Result<()> {
+    Ok(())
+}
+
 /// Keeps a mapping alive for a zero-copy [`Bytes`] slice.
 struct MapSlice {
     map: Arc<MmapRaw>,
@@ -463,6 +485,22 @@ impl MappedFile {
         release_mapped_pages(&self.map, 0, pos).map_err(|e| StoreError::io(&self.path, e))
     }
 
+    /// Drops the file's pages in `[start, end)` from the page cache (`POSIX_FADV_DONTNEED`),
+    /// whole pages below the flushed position only, and returns how many bytes that covered
+    /// (`page_release.rs` says why). Pages mapped by a process, or dirty, are left by the kernel;
+    /// a later read fetches the bytes from disk again. Nothing is lost: only flushed pages are
+    /// asked for.
+    pub fn evict_page_cache(&self, start: usize, end: usize) -> Result<usize, StoreError> {
+        let start = start.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
+        let end = end.min(self.flushed_position()) / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        if start >= end {
+            return Ok(0);
+        }
+        advise_dont_need(&self.file, start, end - start)
+            .map_err(|e| StoreError::io(&self.path, e))?;
+        Ok(end - start)
+    }
+
     /// Unmaps the pages below the wrote position (the last, partial page stays), unless nothing
     /// was written since the last such call and `every_time` is false: a file nobody writes is
     /// then skipped, which keeps a round over many idle ConsumeQueue files free of syscalls.
@@ -650,6 +688,36 @@ pub(crate) fn resident_bytes_of(path: &Path) -> u64 {
         }
     }
     total
+}
+
+/// Bytes of the file at `path` in the page cache now (`mincore` over a fresh read-only
+/// mapping, which faults nothing in), and whether the filesystem can drop them at all (tmpfs
+/// pages are the file itself and ignore `POSIX_FADV_DONTNEED`).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn cached_bytes_of(path: &Path) -> (u64, bool) {
+    let file = File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut fs = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: fstatfs fills the struct it is given; the descriptor is open.
+    let rc = unsafe { libc::fstatfs(std::os::fd::AsRawFd::as_raw_fd(&file), fs.as_mut_ptr()) };
+    assert_eq!(rc, 0, "fstatfs {}", path.display());
+    // SAFETY: initialised by the successful call above.
+    let droppable = unsafe { fs.assume_init() }.f_type != libc::TMPFS_MAGIC;
+    // SAFETY: a read-only shared mapping of a file nobody truncates during the test.
+    let map = unsafe { MmapOptions::new().map(&file) }
+        .unwrap_or_else(|e| panic!("map {}: {e}", path.display()));
+    let mut pages = vec![0u8; map.len().div_ceil(OS_PAGE_SIZE)];
+    // SAFETY: the address is the page-aligned start of a live mapping of `map.len()` bytes and
+    // the vector holds one byte per page of it.
+    let rc = unsafe {
+        libc::mincore(
+            map.as_ptr() as *mut libc::c_void,
+            map.len(),
+            pages.as_mut_ptr(),
+        )
+    };
+    assert_eq!(rc, 0, "mincore {}", path.display());
+    let cached = pages.iter().filter(|p| *p & 1 == 1).count() as u64;
+    (cached * OS_PAGE_SIZE as u64, droppable)
 }
 
 #[cfg(test)]

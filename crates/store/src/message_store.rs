@@ -410,6 +410,8 @@ impl MessageStore {
             Arc::clone(&queues),
             index.clone(),
             move || dispatch_position.reput_from_offset(),
+            Arc::clone(&checkpoint),
+            config.commit_log_page_cache_bytes,
         );
 
         let store = Arc::new(Self {

@@ -192,6 +192,16 @@ fn verify_record(buf: &[u8], offset: i64, check_crc: bool) -> Result<record::Rec
     Ok(view)
 }
 
+/// Where an abnormal recovery starts verifying: the index in `files` (oldest first) of the
+/// newest segment whose first record is valid and stored no later than `max_timestamp` (the
+/// checkpoint's bound), or 0. Everything before that segment is trusted, never read.
+pub(crate) fn abnormal_start(files: &[Arc<MappedFile>], max_timestamp: i64) -> usize {
+    files
+        .iter()
+        .rposition(|f| first_record_matches(f, max_timestamp))
+        .unwrap_or(0)
+}
+
 /// Whether `file`'s first record is valid and stored no later than `max_timestamp`.
 fn first_record_matches(file: &MappedFile, max_timestamp: i64) -> bool {
     let Some(buf) = file.read_at(0, file.file_size()) else {
@@ -245,10 +255,7 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
             } else {
                 ctx.checkpoint.min_timestamp()
             };
-            files
-                .iter()
-                .rposition(|f| first_record_matches(f, limit))
-                .unwrap_or(0)
+            abnormal_start(&files, limit)
         } else {
             files.len().saturating_sub(NORMAL_RECOVERY_LAST_FILES)
         };
