@@ -503,6 +503,12 @@ mod tests {
         checkpoint
             .flush()
             .unwrap_or_else(|e| panic!("checkpoint: {e}"));
+        let files = store.commit_log().mapped_file_queue().files();
+        assert_eq!(
+            abnormal_start(&files, checkpoint.persisted_min_timestamp()),
+            files.len() - 1,
+            "the segment being appended to is where a recovery would start"
+        );
         let first = store
             .release_mapped_pages()
             .unwrap_or_else(|e| panic!("release: {e}"));

@@ -202,9 +202,11 @@ pub(crate) fn abnormal_start(files: &[Arc<MappedFile>], max_timestamp: i64) -> u
         .unwrap_or(0)
 }
 
-/// Whether `file`'s first record is valid and stored no later than `max_timestamp`.
+/// Whether `file`'s first record is valid and stored no later than `max_timestamp`. Reads what
+/// is published: at recovery that is the whole file (see [`MappedFile::open`]), on a running
+/// store the segment being appended to up to its wrote position.
 fn first_record_matches(file: &MappedFile, max_timestamp: i64) -> bool {
-    let Some(buf) = file.read_at(0, file.file_size()) else {
+    let Some(buf) = file.read_at(0, file.wrote_position()) else {
         return false;
     };
     match record::decode_record_view(buf) {
