@@ -31,15 +31,13 @@ pub struct Checkpoint {
     master_flushed_offset: AtomicI64,
     confirm_phy_offset: AtomicI64,
     /// [`Checkpoint::min_timestamp_index`] of what the file holds now (read at open, set after
-    /// each successful flush): the bound an abnormal recovery would start from after a crash.
+    /// each successful flush): an abnormal recovery after a crash starts at or after it.
     persisted_min_timestamp: AtomicI64,
 }
 
-/// `min(physic, logics, index) − margin` of a set of fields, never below 0.
-fn min_timestamp_of(physic: i64, logics: i64, index: i64) -> i64 {
-    (physic.min(logics) - CHECKPOINT_SAFETY_MARGIN_MS)
-        .max(0)
-        .min(index)
+/// `min(physic, logics) − margin`, never below 0 (see [`Checkpoint::min_timestamp`]).
+fn min_timestamp_of(physic: i64, logics: i64) -> i64 {
+    (physic.min(logics) - CHECKPOINT_SAFETY_MARGIN_MS).max(0)
 }
 
 impl Checkpoint {
@@ -80,7 +78,9 @@ impl Checkpoint {
             index_msg_timestamp: AtomicI64::new(field(2)),
             master_flushed_offset: AtomicI64::new(field(3)),
             confirm_phy_offset: AtomicI64::new(field(4)),
-            persisted_min_timestamp: AtomicI64::new(min_timestamp_of(field(0), field(1), field(2))),
+            persisted_min_timestamp: AtomicI64::new(
+                min_timestamp_of(field(0), field(1)).min(field(2)),
+            ),
         })
     }
 
@@ -134,18 +134,13 @@ impl Checkpoint {
     /// `min(physic, logics) - 3 s` (never negative): records stored at or before this are
     /// durable in both the CommitLog and the ConsumeQueues.
     pub fn min_timestamp(&self) -> i64 {
-        let min = self.physic_msg_timestamp().min(self.logics_msg_timestamp());
-        (min - CHECKPOINT_SAFETY_MARGIN_MS).max(0)
+        min_timestamp_of(self.physic_msg_timestamp(), self.logics_msg_timestamp())
     }
 
     /// Like [`Checkpoint::min_timestamp`] but also bounded by the index timestamp
     /// (`messageIndexSafe`).
     pub fn min_timestamp_index(&self) -> i64 {
-        min_timestamp_of(
-            self.physic_msg_timestamp(),
-            self.logics_msg_timestamp(),
-            self.index_msg_timestamp(),
-        )
+        self.min_timestamp().min(self.index_msg_timestamp())
     }
 
     /// Writes the fields and fsyncs the file.
@@ -168,13 +163,16 @@ impl Checkpoint {
             .sync_data()
             .map_err(|e| StoreError::io(&self.path, e))?;
         let [physic, logics, index, ..] = values;
-        self.persisted_min_timestamp
-            .store(min_timestamp_of(physic, logics, index), Ordering::Release);
+        self.persisted_min_timestamp.store(
+            min_timestamp_of(physic, logics).min(index),
+            Ordering::Release,
+        );
         Ok(())
     }
 
     /// [`Checkpoint::min_timestamp_index`] as the file holds it: an abnormal recovery after a
-    /// crash now would verify the CommitLog from the newest segment stored at or before it.
+    /// crash now would verify the CommitLog from the newest segment stored at or before it (or,
+    /// without `messageIndexSafe`, from that one or a later one).
     pub fn persisted_min_timestamp(&self) -> i64 {
         self.persisted_min_timestamp.load(Ordering::Acquire)
     }

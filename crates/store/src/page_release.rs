@@ -249,8 +249,8 @@ impl PageReleaseService {
         Ok(released)
     }
 
-    /// The CommitLog offset an abnormal recovery would start verifying from if the broker
-    /// crashed now (0 when the page cache is left alone: nothing needs it then).
+    /// The CommitLog offset at or before which an abnormal recovery would start verifying if the
+    /// broker crashed now (0 when the page cache is left alone: nothing needs it then).
     fn recovery_start(&self, files: &[Arc<MappedFile>]) -> i64 {
         if self.page_cache_bytes == 0 {
             return 0;
