@@ -265,6 +265,14 @@ impl CommitLog {
             .map_or(Ok(false), |file| file.commit())
     }
 
+    /// [`CommitLog::commit`], skipped while a writer holds the segment's write lock (see
+    /// [`MappedFile::try_commit`]).
+    pub fn try_commit(&self) -> Result<bool, StoreError> {
+        self.queue
+            .last_file()
+            .map_or(Ok(false), |file| file.try_commit())
+    }
+
     /// Appends `len` bytes filled by `fill` to `file`, committed now or left pending; `what`
     /// names it in the log should that fail.
     fn append<F>(

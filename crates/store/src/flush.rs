@@ -119,6 +119,24 @@ struct Flush {
     progressed: bool,
 }
 
+/// What a flush does with appends still pending in the CommitLog.
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    /// Writes them, waiting for the write lock (an explicit or final flush).
+    Commit,
+    /// Writes them unless a writer holds the lock (it is appending or committing): the periodic
+    /// flushes, for records whose writer never committed them (a connection closed before its
+    /// answer went out). The flush thread does not queue behind a writer (W2 profile: one
+    /// `sched_yield` of the lock's spin per group commit).
+    CommitIfUncontended,
+    /// Leaves them: a group commit with waiters. Each waiting put committed its own record
+    /// before it asked for the flush; the records pending now belong to sends still being read,
+    /// whose tasks write them together once the reader is done (see
+    /// `MessageStore::commit_deferred_before_flush`). Writing them here put those writes on the
+    /// thread every waiting send queues on.
+    Leave,
+}
+
 /// One SYNC_FLUSH waiter.
 struct GroupCommitRequest {
     next_offset: i64,
@@ -229,7 +247,7 @@ impl CommitLogFlusher {
     /// Flushes everything written so far; returns the new flushed offset and records the store
     /// timestamp it covers in the checkpoint.
     pub fn flush_all(&self) -> Result<i64, StoreError> {
-        let flush = self.flush_with(0)?;
+        let flush = self.flush_with(0, Pending::Commit)?;
         if flush.progressed {
             (self.on_flushed)();
         }
@@ -238,11 +256,16 @@ impl CommitLogFlusher {
 
     /// One flush. The caller calls `on_flushed` when it made progress, at the point that suits
     /// it (a group commit answers its waiters first).
-    fn flush_with(&self, least_pages: usize) -> Result<Flush, StoreError> {
-        // Deferred appends first (the broker commits them before answering; this covers the
-        // waiting SYNC_FLUSH puts and any whose answer never went out). A failed write is
-        // retried by the next commit; what is already written is still flushed.
-        if let Err(e) = self.commit_log.commit() {
+    fn flush_with(&self, least_pages: usize, commit: Pending) -> Result<Flush, StoreError> {
+        // Deferred appends first (whoever deferred them commits them before relying on them;
+        // this covers a write that failed there and any whose answer never went out). A failed
+        // write is retried by the next commit; what is already written is still flushed.
+        let committed = match commit {
+            Pending::Commit => self.commit_log.commit(),
+            Pending::CommitIfUncontended => self.commit_log.try_commit(),
+            Pending::Leave => Ok(false),
+        };
+        if let Err(e) = committed {
             tracing::error!(error = %e, "commit log commit failed");
         }
         // Read the timestamp before the end offset: the record carrying it is then below the
@@ -275,7 +298,7 @@ impl CommitLogFlusher {
                         last_thorough = Instant::now();
                     }
                     let least = if thorough { 0 } else { self.least_pages };
-                    match self.flush_with(least) {
+                    match self.flush_with(least, Pending::CommitIfUncontended) {
                         Ok(flush) if flush.progressed => (self.on_flushed)(),
                         Ok(_) => {}
                         Err(e) => tracing::error!(error = %e, "commit log flush failed"),
@@ -290,7 +313,7 @@ impl CommitLogFlusher {
         // Final flush: retry a few times so a transient error does not lose the tail.
         let mut progressed = false;
         for attempt in 1..=SHUTDOWN_FLUSH_RETRIES {
-            match self.flush_with(0) {
+            match self.flush_with(0, Pending::Commit) {
                 Ok(flush) => {
                     progressed |= flush.progressed;
                     if flush.offset >= self.commit_log.max_offset() {
@@ -313,7 +336,12 @@ impl CommitLogFlusher {
     /// Takes every pending request, flushes once, completes them all.
     fn group_commit(&self) {
         let pending = std::mem::take(&mut *self.requests.lock());
-        let flush = self.flush_with(0).unwrap_or_else(|e| {
+        let commit = if pending.is_empty() {
+            Pending::CommitIfUncontended
+        } else {
+            Pending::Leave
+        };
+        let flush = self.flush_with(0, commit).unwrap_or_else(|e| {
             tracing::error!(error = %e, "group commit flush failed");
             // Segments before the failing one may have been flushed: let dispatch look.
             Flush {
@@ -323,6 +351,16 @@ impl CommitLogFlusher {
         });
         for req in pending {
             let _ = req.done.send(flush.offset >= req.next_offset);
+        }
+        // Requests that came in during the msync for records it covered need not wait for the
+        // next one.
+        let covered: Vec<_> = self
+            .requests
+            .lock()
+            .extract_if(.., |req| req.next_offset <= flush.offset)
+            .collect();
+        for req in covered {
+            let _ = req.done.send(true);
         }
         if flush.progressed {
             (self.on_flushed)();

@@ -518,7 +518,6 @@ impl MessageStore {
             return self.failed(status);
         }
         let wait = wait_store_msg_ok(&msg.properties);
-        let commit = self.commit_for(commit, wait);
         match self.commit_log.put_message_with(msg, commit) {
             Ok(append) => self.after_append(append, wait, commit).await,
             Err(status) => self.failed(status),
@@ -544,31 +543,27 @@ impl MessageStore {
             .messages
             .first()
             .is_none_or(|m| wait_store_msg_ok(&m.properties));
-        let commit = self.commit_for(commit, wait);
         match self.commit_log.put_messages_with(batch, commit) {
             Ok(append) => self.after_append(append, wait, commit).await,
             Err(status) => self.failed(status),
         }
     }
 
-    /// A put that waits for a SYNC_FLUSH group commit writes its record itself: deferred, the
-    /// flush thread would write it, and that thread is the one every waiting put queues on
-    /// (W2 10 s, five alternating rounds: 38.4–41.8 k deferred vs 41.7–44.4 k msg/s).
-    fn commit_for(&self, asked: Commit, wait: bool) -> Commit {
-        if wait && self.flusher.mode() == FlushDiskType::SyncFlush {
-            Commit::Now
-        } else {
-            asked
-        }
-    }
-
-    /// Writes the records deferred puts left pending and, under ASYNC_FLUSH, dispatches them.
+    /// Writes the records deferred puts left pending and, under ASYNC_FLUSH, dispatches them
+    /// (under SYNC_FLUSH the flush after this does).
     /// On return every put made before the call is readable, unless the write failed (then the
     /// records stay pending and the next commit retries them).
     pub fn commit_pending(&self) -> Result<(), StoreError> {
-        if self.commit_log.commit()? && self.flusher.mode() == FlushDiskType::AsyncFlush {
-            self.reput.dispatch_now();
-            self.flusher.wake_if_needed();
+        if self.commit_log.commit()? {
+            match self.flusher.mode() {
+                FlushDiskType::AsyncFlush => {
+                    self.reput.dispatch_now();
+                    self.flusher.wake_if_needed();
+                }
+                // Consumers see them once flushed; the flush thread leaves pending records to
+                // their writers, so it learns of them here.
+                FlushDiskType::SyncFlush => self.flusher.wake(),
+            }
         }
         Ok(())
     }
@@ -603,6 +598,9 @@ impl MessageStore {
             FlushDiskType::SyncFlush if wait => {
                 let end =
                     append.wrote_offset + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
+                if commit == Commit::Deferred {
+                    self.commit_deferred_before_flush().await;
+                }
                 let rx = self.flusher.request(end);
                 let durable = if tokio::runtime::Handle::try_current().is_ok() {
                     matches!(
@@ -630,6 +628,23 @@ impl MessageStore {
         PutMessageResult {
             status,
             append: Some(append),
+        }
+    }
+
+    /// A deferred put that waits for a SYNC_FLUSH group commit lets the task that appended it
+    /// (a connection's reader) go on first, then writes what is pending itself. The reader
+    /// appends every send it has read before any of them gets here, so the first one writes them
+    /// all with one `pwrite` and asks for the flush; the others find nothing left to write, and
+    /// the flush thread, woken only then, never writes records itself (that put the writes on
+    /// the thread every waiting send queues on; session 7 measured it slower). A failed write
+    /// leaves the records pending: the flush retries it, and a put it does not cover answers
+    /// FLUSH_DISK_TIMEOUT.
+    async fn commit_deferred_before_flush(&self) {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::task::yield_now().await;
+        }
+        if let Err(e) = self.commit_log.commit() {
+            tracing::error!(error = %e, "commit log write before a group commit failed");
         }
     }
 

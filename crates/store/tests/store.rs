@@ -673,6 +673,47 @@ async fn deferred_puts_are_readable_and_dispatched_only_once_committed() {
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// SYNC_FLUSH: waiting sends read together defer their records and write them together once
+/// their reader yields (one write, then one flush), and each is durable when answered.
+#[tokio::test(flavor = "current_thread")]
+async fn deferred_sync_flush_puts_are_written_together_after_the_reader() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = open(dir.path(), FlushDiskType::SyncFlush);
+    let mut puts: Vec<_> = (0..8)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            Box::pin(async move {
+                let body = Bytes::from(format!("sync-{i}"));
+                store
+                    .put_message_with(message("Y", 0, body, None, None), Commit::Deferred)
+                    .await
+            })
+        })
+        .collect();
+    // One turn of "the reader": every put appends, none writes or finishes.
+    std::future::poll_fn(|cx| {
+        for put in &mut puts {
+            assert!(put.as_mut().poll(cx).is_pending());
+        }
+        std::task::Poll::Ready(())
+    })
+    .await;
+    assert_eq!(store.commit_log().max_offset(), 0, "nothing written yet");
+    let mut ends = Vec::new();
+    for put in puts {
+        let r = put.await;
+        assert_eq!(r.status, PutMessageStatus::PutOk);
+        let a = r.append.unwrap_or_else(|| panic!("append"));
+        assert!(store.commit_log().flushed_where() >= a.wrote_offset + a.wrote_bytes as i64);
+        ends.push(a.wrote_offset + a.wrote_bytes as i64);
+    }
+    assert!(ends.windows(2).all(|w| w[0] < w[1]), "consecutive records");
+    assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
+    let got = store.get_message("g", "Y", 0, 0, 32, 1 << 20, None);
+    assert_eq!(got.msg_count, 8);
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn second_open_is_refused_by_the_lock() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
