@@ -110,6 +110,11 @@ pub struct MessageStoreConfig {
     /// `access_message_in_memory_max_ratio` of RAM: a consumer catching up from disk keeps
     /// RocketMQ's in-memory batch sizes until it is that far behind.
     pub commit_log_page_cache_bytes: u64,
+    /// `commitLogZeroAheadBytes` (Comet's own): under SYNC_FLUSH, bytes of the newest CommitLog
+    /// segment kept zeroed after the append position so the group commit's msync finds its
+    /// blocks allocated (`zero_ahead.rs`); 0 leaves the segment sparse until written. Ignored
+    /// under ASYNC_FLUSH.
+    pub commit_log_zero_ahead_bytes: u64,
 }
 
 impl Default for MessageStoreConfig {
@@ -151,6 +156,7 @@ impl Default for MessageStoreConfig {
             max_transfer_count_on_message_in_disk: 8,
             mapped_pages_release_bytes: crate::page_release::DEFAULT_MAPPED_PAGES_RELEASE_BYTES,
             commit_log_page_cache_bytes: crate::page_release::DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES,
+            commit_log_zero_ahead_bytes: crate::zero_ahead::DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES,
             message_delay_level: DEFAULT_MESSAGE_DELAY_LEVEL.to_owned(),
         }
     }

@@ -37,6 +37,7 @@ use crate::flush::{
 use crate::index_service::{IndexConfig, IndexService};
 use crate::page_release::{PageReleaseService, ReleasedPages};
 use crate::recovery::{RecoveryContext, RecoveryReport, recover};
+use crate::zero_ahead::ZeroAheadService;
 
 /// Minimum ConsumeQueue span (bytes) a filtered pull scans (`maxFilterMessageSize`, §12).
 pub const MAX_FILTER_MESSAGE_SIZE: usize = 16_000;
@@ -248,6 +249,8 @@ pub struct MessageStore {
     cq_flusher: Arc<FlushConsumeQueueService>,
     cleanup: Arc<CleanupService>,
     page_release: Arc<PageReleaseService>,
+    /// SYNC_FLUSH with `commitLogZeroAheadBytes` > 0 only.
+    zero_ahead: Option<Arc<ZeroAheadService>>,
     recovery_report: RecoveryReport,
     running: AtomicBool,
     disk_full: Arc<AtomicBool>,
@@ -376,11 +379,25 @@ impl MessageStore {
         // Under SYNC_FLUSH records become dispatchable when flushed: the flush thread dispatches
         // them itself once it has answered the flush's waiters (see `dispatch.rs`).
         let flushed_reput = Arc::clone(&reput);
+        let zero_ahead = (config.flush_disk_type == FlushDiskType::SyncFlush
+            && config.commit_log_zero_ahead_bytes > 0)
+            .then(|| {
+                let ahead = usize::try_from(config.commit_log_zero_ahead_bytes)
+                    .unwrap_or(usize::MAX)
+                    .min(config.mapped_file_size_commit_log);
+                ZeroAheadService::new(Arc::clone(&commit_log), ahead)
+            });
+        let flushed_zero_ahead = zero_ahead.clone();
         let flusher = CommitLogFlusher::new(
             &config,
             Arc::clone(&commit_log),
             Arc::clone(&checkpoint),
-            Arc::new(move || flushed_reput.dispatch_now()),
+            Arc::new(move || {
+                flushed_reput.dispatch_now();
+                if let Some(zero_ahead) = &flushed_zero_ahead {
+                    zero_ahead.wake_if_needed();
+                }
+            }),
         );
         let progress: Arc<dyn DispatchProgress> = reput.clone();
         let cq_flusher = FlushConsumeQueueService::new(
@@ -425,6 +442,7 @@ impl MessageStore {
             cq_flusher,
             cleanup,
             page_release,
+            zero_ahead,
             recovery_report: report,
             running: AtomicBool::new(true),
             disk_full,
@@ -442,6 +460,9 @@ impl MessageStore {
         self.reput.start()?;
         self.cq_flusher.start()?;
         self.page_release.start()?;
+        if let Some(zero_ahead) = &self.zero_ahead {
+            zero_ahead.start()?;
+        }
         let cleanup = Arc::clone(&self.cleanup);
         let interval = self.config.clean_resource_interval;
         let handle = spawn_service("comet-cleanup", move || {
@@ -1178,6 +1199,9 @@ impl MessageStore {
             tracing::error!("cleanup thread panicked");
         }
         self.page_release.shutdown();
+        if let Some(zero_ahead) = &self.zero_ahead {
+            zero_ahead.shutdown();
+        }
         self.flusher.shutdown();
         self.reput.shutdown();
         self.cq_flusher.shutdown();

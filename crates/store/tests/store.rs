@@ -714,6 +714,46 @@ async fn deferred_sync_flush_puts_are_written_together_after_the_reader() {
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// SYNC_FLUSH keeps the newest segment zeroed `commitLogZeroAheadBytes` past its appends
+/// (written by its own thread after group commits); ASYNC_FLUSH leaves segments sparse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_flush_zeroes_ahead_of_the_appends() {
+    const AHEAD: usize = 16 * 1024;
+    for mode in [FlushDiskType::SyncFlush, FlushDiskType::AsyncFlush] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut cfg = test_config(dir.path(), mode);
+        cfg.commit_log_zero_ahead_bytes = AHEAD as u64;
+        let store = MessageStore::open(cfg).unwrap_or_else(|e| panic!("open: {e}"));
+        for i in 0..5 {
+            let r = store
+                .put_message(message("Z", 0, Bytes::from(format!("z{i}")), None, None))
+                .await;
+            assert_eq!(r.status, PutMessageStatus::PutOk);
+        }
+        store.flush().unwrap_or_else(|e| panic!("flush: {e}"));
+        let file = store
+            .commit_log()
+            .mapped_file_queue()
+            .last_file()
+            .unwrap_or_else(|| panic!("a segment"));
+        let end = file.appended_position().next_multiple_of(4096) + AHEAD;
+        if mode == FlushDiskType::AsyncFlush {
+            assert_eq!(file.zeroed_to(), 0, "no zeros ahead under ASYNC_FLUSH");
+        } else {
+            let deadline = Instant::now() + WAIT;
+            while file.zeroed_to() < end {
+                assert!(Instant::now() < deadline, "zeroed to {}", file.zeroed_to());
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(file.zeroed_to(), end);
+        }
+        assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
+        let got = store.get_message("g", "Z", 0, 0, 32, 1 << 20, None);
+        assert_eq!(got.msg_count, 5, "records intact beside the zeros");
+        store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
 #[test]
 fn second_open_is_refused_by_the_lock() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
