@@ -25,7 +25,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use comet_protocol::message::properties::keys;
@@ -37,7 +36,7 @@ use crate::commit_log::CommitLog;
 use crate::config::FlushDiskType;
 use crate::consume_queue::{ConsumeQueueTable, CqUnit};
 use crate::error::StoreError;
-use crate::flush::{DispatchProgress, ServiceState, Waker, spawn_service};
+use crate::flush::{DispatchProgress, ServiceState, Waker};
 use crate::index_service::IndexService;
 
 /// Topic of delayed messages; its ConsumeQueue tags code is the delivery time (§6.7).
@@ -290,7 +289,6 @@ pub struct ReputService {
     runner: Mutex<RunnerState>,
     listener: RwLock<Option<Arc<dyn MessageArrivingListener>>>,
     state: ServiceState,
-    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// See [`ReputService::dispatch_now`].
@@ -348,7 +346,6 @@ impl ReputService {
             runner: Mutex::new(RunnerState::default()),
             listener: RwLock::new(None),
             state: ServiceState::default(),
-            thread: Mutex::new(None),
         })
     }
 
@@ -387,16 +384,14 @@ impl ReputService {
 
     pub fn start(self: &Arc<Self>) -> Result<(), StoreError> {
         let me = Arc::clone(self);
-        let handle = spawn_service("comet-reput", move || {
+        self.state.spawn("comet-reput", move || {
             while !me.state.is_stopped() {
                 me.dispatch_now();
                 me.waker.wait(REPUT_IDLE_WAIT);
             }
             // Drain what is dispatchable so a clean shutdown leaves the queues complete.
             me.do_reput();
-        })?;
-        *self.thread.lock() = Some(handle);
-        Ok(())
+        })
     }
 
     /// Dispatches everything dispatchable, unless another caller is dispatching right now: then
@@ -527,13 +522,7 @@ impl ReputService {
 
     /// Stops the thread after a final drain.
     pub fn shutdown(&self) {
-        self.state.stop();
-        self.waker.wake();
-        if let Some(handle) = self.thread.lock().take()
-            && handle.join().is_err()
-        {
-            tracing::error!("reput thread panicked");
-        }
+        self.state.stop(&self.waker);
     }
 }
 

@@ -85,31 +85,47 @@ impl Waker {
     }
 }
 
-/// A stoppable background thread.
+/// A stoppable background thread of the store: its stop flag and its handle. Each service owns
+/// one and writes only its loop (`while !state.is_stopped() { waker.wait(..); work }`); starting,
+/// stopping and joining are the same for all of them.
 #[derive(Debug, Default)]
 pub(crate) struct ServiceState {
     stopped: AtomicBool,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl ServiceState {
-    pub(crate) fn stop(&self) {
-        self.stopped.store(true, Ordering::Release);
+    /// Spawns the service's thread under `name` and keeps its handle for [`ServiceState::stop`].
+    pub(crate) fn spawn(
+        &self,
+        name: &str,
+        body: impl FnOnce() + Send + 'static,
+    ) -> Result<(), StoreError> {
+        let handle = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(body)
+            .map_err(|e| StoreError::io(format!("<thread {name}>"), e))?;
+        let previous = self.thread.lock().replace(handle);
+        assert!(previous.is_none(), "service thread {name} started twice");
+        Ok(())
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::Acquire)
     }
-}
 
-/// Spawns a named thread.
-pub(crate) fn spawn_service(
-    name: &str,
-    body: impl FnOnce() + Send + 'static,
-) -> Result<JoinHandle<()>, StoreError> {
-    std::thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(body)
-        .map_err(|e| StoreError::io(format!("<thread {name}>"), e))
+    /// Sets the stop flag, wakes the thread through the `waker` its loop waits on and waits for
+    /// it to finish (a panic of the thread is logged, not propagated: shutdown goes on).
+    pub(crate) fn stop(&self, waker: &Waker) {
+        self.stopped.store(true, Ordering::Release);
+        waker.wake();
+        if let Some(handle) = self.thread.lock().take() {
+            let name = handle.thread().name().unwrap_or("store service").to_owned();
+            if handle.join().is_err() {
+                tracing::error!(thread = %name, "store service thread panicked");
+            }
+        }
+    }
 }
 
 /// What one flush did: the flushed offset after it, and whether it moved.
@@ -158,7 +174,6 @@ pub struct CommitLogFlusher {
     /// waiters are answered (dispatch under SYNC_FLUSH, see `dispatch.rs`).
     on_flushed: Arc<dyn Fn() + Send + Sync>,
     state: ServiceState,
-    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for CommitLogFlusher {
@@ -188,16 +203,13 @@ impl CommitLogFlusher {
             waker: Waker::new(),
             on_flushed,
             state: ServiceState::default(),
-            thread: Mutex::new(None),
         })
     }
 
     /// Starts the flush thread.
     pub fn start(self: &Arc<Self>) -> Result<(), StoreError> {
         let me = Arc::clone(self);
-        let handle = spawn_service("comet-commitlog-flush", move || me.run())?;
-        *self.thread.lock() = Some(handle);
-        Ok(())
+        self.state.spawn("comet-commitlog-flush", move || me.run())
     }
 
     pub fn mode(&self) -> FlushDiskType {
@@ -369,13 +381,7 @@ impl CommitLogFlusher {
 
     /// Stops the thread after a final flush and waits for it.
     pub fn shutdown(&self) {
-        self.state.stop();
-        self.waker.wake();
-        if let Some(handle) = self.thread.lock().take()
-            && handle.join().is_err()
-        {
-            tracing::error!("commit log flush thread panicked");
-        }
+        self.state.stop(&self.waker);
         // Anyone who raced the stop gets an answer rather than a timeout.
         for req in std::mem::take(&mut *self.requests.lock()) {
             let _ = req
@@ -400,7 +406,6 @@ pub struct FlushConsumeQueueService {
     interval: Duration,
     waker: Waker,
     state: ServiceState,
-    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for FlushConsumeQueueService {
@@ -427,22 +432,19 @@ impl FlushConsumeQueueService {
             interval: config.flush_interval_consume_queue,
             waker: Waker::new(),
             state: ServiceState::default(),
-            thread: Mutex::new(None),
         })
     }
 
     pub fn start(self: &Arc<Self>) -> Result<(), StoreError> {
         let me = Arc::clone(self);
-        let handle = spawn_service("comet-cq-flush", move || {
+        self.state.spawn("comet-cq-flush", move || {
             while !me.state.is_stopped() {
                 me.waker.wait(me.interval);
                 if let Err(e) = me.flush_once() {
                     tracing::error!(error = %e, "consume queue flush failed");
                 }
             }
-        })?;
-        *self.thread.lock() = Some(handle);
-        Ok(())
+        })
     }
 
     /// Flushes all ConsumeQueues and the index, then writes the checkpoint.
@@ -465,13 +467,7 @@ impl FlushConsumeQueueService {
 
     /// Stops the thread (the caller does the final `flush_once`).
     pub fn shutdown(&self) {
-        self.state.stop();
-        self.waker.wake();
-        if let Some(handle) = self.thread.lock().take()
-            && handle.join().is_err()
-        {
-            tracing::error!("consume queue flush thread panicked");
-        }
+        self.state.stop(&self.waker);
     }
 }
 

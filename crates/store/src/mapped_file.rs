@@ -442,22 +442,26 @@ impl MappedFile {
     /// Writes the pending bytes of deferred appends with one `pwrite` and publishes them;
     /// returns whether there were any. On failure they stay pending.
     pub fn commit(&self) -> Result<bool, StoreError> {
-        // Nothing pending, without the lock: the appended position is read first, so a wrote
-        // position at or past it covers every append made before this call.
-        let appended = self.appended_position();
-        if self.wrote_position() >= appended {
+        if !self.has_pending() {
             return Ok(false);
         }
         let mut pending = self.write_lock.lock();
         self.commit_locked(&mut pending, 0)
     }
 
+    /// Whether appends made before this call may still wait to be written, checked without the
+    /// lock: the appended position is read first, so a wrote position at or past it covers every
+    /// append made before the call.
+    fn has_pending(&self) -> bool {
+        let appended = self.appended_position();
+        self.wrote_position() < appended
+    }
+
     /// [`MappedFile::commit`] unless another thread holds the write lock (it is appending or
     /// committing, and whoever deferred bytes commits them before relying on them); returns
     /// whether it wrote anything.
     pub fn try_commit(&self) -> Result<bool, StoreError> {
-        let appended = self.appended_position();
-        if self.wrote_position() >= appended {
+        if !self.has_pending() {
             return Ok(false);
         }
         match self.write_lock.try_lock() {

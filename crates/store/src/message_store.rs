@@ -15,7 +15,6 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -32,7 +31,6 @@ use crate::dispatch::{Dispatcher, MessageArrivingListener, ReputService};
 use crate::error::StoreError;
 use crate::flush::{
     CommitLogFlusher, DispatchProgress, FlushConsumeQueueService, ServiceState, Waker,
-    spawn_service,
 };
 use crate::index_service::{IndexConfig, IndexService};
 use crate::page_release::{PageReleaseService, ReleasedPages};
@@ -174,7 +172,6 @@ struct CleanupService {
     last_min_phy: AtomicI64,
     waker: Waker,
     state: ServiceState,
-    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl CleanupService {
@@ -418,7 +415,6 @@ impl MessageStore {
             last_min_phy: AtomicI64::new(commit_log.min_offset()),
             waker: Waker::new(),
             state: ServiceState::default(),
-            thread: Mutex::new(None),
         });
 
         let dispatch_position = Arc::clone(&reput);
@@ -465,7 +461,7 @@ impl MessageStore {
         }
         let cleanup = Arc::clone(&self.cleanup);
         let interval = self.config.clean_resource_interval;
-        let handle = spawn_service("comet-cleanup", move || {
+        self.cleanup.state.spawn("comet-cleanup", move || {
             while !cleanup.state.is_stopped() {
                 cleanup.waker.wait(interval);
                 if cleanup.state.is_stopped() {
@@ -475,9 +471,7 @@ impl MessageStore {
                     tracing::error!(error = %e, "cleanup round failed");
                 }
             }
-        })?;
-        *self.cleanup.thread.lock() = Some(handle);
-        Ok(())
+        })
     }
 
     pub fn config(&self) -> &MessageStoreConfig {
@@ -1191,13 +1185,7 @@ impl MessageStore {
     }
 
     fn stop_services(&self) {
-        self.cleanup.state.stop();
-        self.cleanup.waker.wake();
-        if let Some(handle) = self.cleanup.thread.lock().take()
-            && handle.join().is_err()
-        {
-            tracing::error!("cleanup thread panicked");
-        }
+        self.cleanup.state.stop(&self.cleanup.waker);
         self.page_release.shutdown();
         if let Some(zero_ahead) = &self.zero_ahead {
             zero_ahead.shutdown();

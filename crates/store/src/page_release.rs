@@ -41,16 +41,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use crate::checkpoint::Checkpoint;
 use crate::commit_log::CommitLog;
 use crate::consume_queue::ConsumeQueueTable;
 use crate::error::StoreError;
-use crate::flush::{ServiceState, Waker, spawn_service};
+use crate::flush::{ServiceState, Waker};
 use crate::index_service::IndexService;
 use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
 use crate::recovery::abnormal_start;
@@ -143,7 +142,6 @@ pub struct PageReleaseService {
     /// CommitLog offset below which the page cache was already dropped.
     evicted_to: AtomicI64,
     state: ServiceState,
-    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for PageReleaseService {
@@ -170,7 +168,6 @@ impl PageReleaseService {
             checkpoint,
             evicted_to: AtomicI64::new(0),
             state: ServiceState::default(),
-            thread: Mutex::new(None),
         })
     }
 
@@ -181,7 +178,7 @@ impl PageReleaseService {
             return Ok(());
         }
         let service = Arc::clone(self);
-        let handle = spawn_service("comet-page-release", move || {
+        self.state.spawn("comet-page-release", move || {
             let mut due = true;
             // Rounds run so far (see CONSUME_QUEUE_SWEEP_ROUNDS).
             let mut round = 0u64;
@@ -197,20 +194,12 @@ impl PageReleaseService {
                 service.commit_log.page_release().waker.wait(IDLE_WAIT);
                 due = service.commit_log.page_release().take_due();
             }
-        })?;
-        *self.thread.lock() = Some(handle);
-        Ok(())
+        })
     }
 
     /// Stops and joins the thread.
     pub fn shutdown(&self) {
-        self.state.stop();
-        self.commit_log.page_release().waker.wake();
-        if let Some(handle) = self.thread.lock().take()
-            && handle.join().is_err()
-        {
-            tracing::error!("page release thread panicked");
-        }
+        self.state.stop(&self.commit_log.page_release().waker);
     }
 
     /// One round over the CommitLog, the ConsumeQueues and the index (see the module docs);

@@ -21,14 +21,11 @@
 //! segment when it is created; ahead of the appends, Comet's first segment needs no wait.
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
-
-use parking_lot::Mutex;
 
 use crate::commit_log::CommitLog;
 use crate::error::StoreError;
-use crate::flush::{ServiceState, Waker, spawn_service};
+use crate::flush::{ServiceState, Waker};
 use crate::mapped_file::OS_PAGE_SIZE;
 
 /// Default of `commitLogZeroAheadBytes`: bytes kept zeroed after the append position.
@@ -46,7 +43,6 @@ pub struct ZeroAheadService {
     ahead: usize,
     waker: Waker,
     state: ServiceState,
-    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for ZeroAheadService {
@@ -66,15 +62,12 @@ impl ZeroAheadService {
             ahead,
             waker: Waker::new(),
             state: ServiceState::default(),
-            thread: Mutex::new(None),
         })
     }
 
     pub fn start(self: &Arc<Self>) -> Result<(), StoreError> {
         let me = Arc::clone(self);
-        let handle = spawn_service("comet-commitlog-zero", move || me.run())?;
-        *self.thread.lock() = Some(handle);
-        Ok(())
+        self.state.spawn("comet-commitlog-zero", move || me.run())
     }
 
     /// Wakes the thread once the appends came [`ZERO_AHEAD_STEP`] closer to the end of the
@@ -117,12 +110,6 @@ impl ZeroAheadService {
     }
 
     pub fn shutdown(&self) {
-        self.state.stop();
-        self.waker.wake();
-        if let Some(handle) = self.thread.lock().take()
-            && handle.join().is_err()
-        {
-            tracing::error!("zero-ahead thread panicked");
-        }
+        self.state.stop(&self.waker);
     }
 }
