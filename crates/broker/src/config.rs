@@ -337,9 +337,11 @@ broker_config! {
     /// instead of ones the host must back first; 0 leaves the page cache to the kernel.
     commit_log_page_cache_bytes: u64 =
         comet_store::page_release::DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES => "commitLogPageCacheBytes",
-    /// `commitLogZeroAheadBytes` (Comet's own): under SYNC_FLUSH, bytes after the CommitLog's
-    /// append position kept zeroed, so a group commit's msync finds its blocks allocated instead
-    /// of also writing the allocation's metadata; 0 leaves segments sparse until written.
+    /// `commitLogZeroAheadBytes` (Comet's own): bytes after the CommitLog's append position kept
+    /// prepared: zeroed under SYNC_FLUSH, so a group commit's msync finds its blocks allocated
+    /// instead of also writing the allocation's metadata; allocated (`fallocate`) under
+    /// ASYNC_FLUSH, so an append never waits for the timed flush's block allocation. 0 leaves
+    /// segments sparse until written.
     commit_log_zero_ahead_bytes: u64 =
         comet_store::zero_ahead::DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES => "commitLogZeroAheadBytes",
     /// `maxHashSlotNum` of one index file.

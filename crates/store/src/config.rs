@@ -110,10 +110,11 @@ pub struct MessageStoreConfig {
     /// `access_message_in_memory_max_ratio` of RAM: a consumer catching up from disk keeps
     /// RocketMQ's in-memory batch sizes until it is that far behind.
     pub commit_log_page_cache_bytes: u64,
-    /// `commitLogZeroAheadBytes` (Comet's own): under SYNC_FLUSH, bytes of the newest CommitLog
-    /// segment kept zeroed after the append position so the group commit's msync finds its
-    /// blocks allocated (`zero_ahead.rs`); 0 leaves the segment sparse until written. Ignored
-    /// under ASYNC_FLUSH.
+    /// `commitLogZeroAheadBytes` (Comet's own): bytes of the newest CommitLog segment kept
+    /// prepared after the append position (`zero_ahead.rs`): zeroed under SYNC_FLUSH, so the
+    /// group commit's msync finds its blocks allocated; allocated with `fallocate` under
+    /// ASYNC_FLUSH, so an append never waits for the timed flush's block allocation. 0 leaves
+    /// the segment sparse until written back.
     pub commit_log_zero_ahead_bytes: u64,
 }
 

@@ -35,7 +35,7 @@ use crate::flush::{
 use crate::index_service::{IndexConfig, IndexService};
 use crate::page_release::{PageReleaseService, ReleasedPages};
 use crate::recovery::{RecoveryContext, RecoveryReport, recover};
-use crate::zero_ahead::ZeroAheadService;
+use crate::zero_ahead::{AheadMethod, ZeroAheadService};
 
 /// Minimum ConsumeQueue span (bytes) a filtered pull scans (`maxFilterMessageSize`, §12).
 pub const MAX_FILTER_MESSAGE_SIZE: usize = 16_000;
@@ -246,7 +246,7 @@ pub struct MessageStore {
     cq_flusher: Arc<FlushConsumeQueueService>,
     cleanup: Arc<CleanupService>,
     page_release: Arc<PageReleaseService>,
-    /// SYNC_FLUSH with `commitLogZeroAheadBytes` > 0 only.
+    /// The prepare-ahead thread (`zero_ahead.rs`), with `commitLogZeroAheadBytes` > 0 only.
     zero_ahead: Option<Arc<ZeroAheadService>>,
     recovery_report: RecoveryReport,
     running: AtomicBool,
@@ -376,14 +376,16 @@ impl MessageStore {
         // Under SYNC_FLUSH records become dispatchable when flushed: the flush thread dispatches
         // them itself once it has answered the flush's waiters (see `dispatch.rs`).
         let flushed_reput = Arc::clone(&reput);
-        let zero_ahead = (config.flush_disk_type == FlushDiskType::SyncFlush
-            && config.commit_log_zero_ahead_bytes > 0)
-            .then(|| {
-                let ahead = usize::try_from(config.commit_log_zero_ahead_bytes)
-                    .unwrap_or(usize::MAX)
-                    .min(config.mapped_file_size_commit_log);
-                ZeroAheadService::new(Arc::clone(&commit_log), ahead)
-            });
+        let zero_ahead = (config.commit_log_zero_ahead_bytes > 0).then(|| {
+            let ahead = usize::try_from(config.commit_log_zero_ahead_bytes)
+                .unwrap_or(usize::MAX)
+                .min(config.mapped_file_size_commit_log);
+            ZeroAheadService::new(
+                Arc::clone(&commit_log),
+                ahead,
+                AheadMethod::for_flush(config.flush_disk_type),
+            )
+        });
         let flushed_zero_ahead = zero_ahead.clone();
         let flusher = CommitLogFlusher::new(
             &config,
@@ -574,6 +576,7 @@ impl MessageStore {
                 FlushDiskType::AsyncFlush => {
                     self.reput.dispatch_now();
                     self.flusher.wake_if_needed();
+                    self.prepare_ahead_if_needed();
                 }
                 // Consumers see them once flushed; the flush thread leaves pending records to
                 // their writers, so it learns of them here.
@@ -581,6 +584,14 @@ impl MessageStore {
             }
         }
         Ok(())
+    }
+
+    /// Under ASYNC_FLUSH the appends, not the flush, tell the prepare-ahead thread they came
+    /// closer (the timed flush runs every 500 ms, tens of MiB apart at full rate).
+    fn prepare_ahead_if_needed(&self) {
+        if let Some(zero_ahead) = &self.zero_ahead {
+            zero_ahead.wake_if_needed();
+        }
     }
 
     fn failed(&self, status: PutMessageStatus) -> PutMessageResult {
@@ -609,6 +620,7 @@ impl MessageStore {
             FlushDiskType::AsyncFlush => {
                 self.reput.dispatch_now();
                 self.flusher.wake_if_needed();
+                self.prepare_ahead_if_needed();
             }
             FlushDiskType::SyncFlush if wait => {
                 let end =

@@ -714,10 +714,13 @@ async fn deferred_sync_flush_puts_are_written_together_after_the_reader() {
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// SYNC_FLUSH keeps the newest segment zeroed `commitLogZeroAheadBytes` past its appends
-/// (written by its own thread after group commits); ASYNC_FLUSH leaves segments sparse.
+/// Both flush modes keep the newest segment prepared `commitLogZeroAheadBytes` past its appends
+/// (by their own thread: woken after group commits under SYNC_FLUSH, after commits of appends
+/// under ASYNC_FLUSH): the blocks are allocated there, and the records beside them are intact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_flush_zeroes_ahead_of_the_appends() {
+async fn both_flush_modes_prepare_blocks_ahead_of_the_appends() {
+    use std::os::unix::fs::MetadataExt;
+    // Less than a test segment (TEST_SEGMENT_SIZE) after the first page.
     const AHEAD: usize = 16 * 1024;
     for mode in [FlushDiskType::SyncFlush, FlushDiskType::AsyncFlush] {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -737,19 +740,26 @@ async fn sync_flush_zeroes_ahead_of_the_appends() {
             .last_file()
             .unwrap_or_else(|| panic!("a segment"));
         let end = file.appended_position().next_multiple_of(4096) + AHEAD;
-        if mode == FlushDiskType::AsyncFlush {
-            assert_eq!(file.zeroed_to(), 0, "no zeros ahead under ASYNC_FLUSH");
-        } else {
-            let deadline = Instant::now() + WAIT;
-            while file.zeroed_to() < end {
-                assert!(Instant::now() < deadline, "zeroed to {}", file.zeroed_to());
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            assert_eq!(file.zeroed_to(), end);
+        let deadline = Instant::now() + WAIT;
+        while file.prepared_to() < end {
+            assert!(
+                Instant::now() < deadline,
+                "{mode:?}: prepared to {}",
+                file.prepared_to()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        assert_eq!(file.prepared_to(), end, "{mode:?}");
+        let blocks = std::fs::metadata(file.path())
+            .map(|m| m.blocks())
+            .unwrap_or(0);
+        assert!(
+            blocks * 512 >= end as u64,
+            "{mode:?}: {blocks} blocks for {end} bytes prepared"
+        );
         assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
         let got = store.get_message("g", "Z", 0, 0, 32, 1 << 20, None);
-        assert_eq!(got.msg_count, 5, "records intact beside the zeros");
+        assert_eq!(got.msg_count, 5, "records intact beside the prepared range");
         store.shutdown().unwrap_or_else(|e| panic!("{e}"));
     }
 }
