@@ -167,7 +167,10 @@ impl BrokerController {
         ))));
         // Installed before any send can run: a deferred append is always committed before its
         // answer is written.
-        server.set_response_fence(Arc::new(CommitBeforeReply::new(Arc::clone(&store))));
+        server.set_response_fence(Arc::new(CommitBeforeReply::new(
+            Arc::clone(&store),
+            Arc::clone(&pull_hold),
+        )));
         let send: Arc<dyn RequestProcessor> = Arc::new(SendMessageProcessor::new(Arc::clone(&ctx)));
         for code in [
             RequestCode::SendMessage,

@@ -26,7 +26,11 @@
 //! Writer: drains the write queue in batches, copying small frames into one buffer so a burst of
 //! responses costs a few syscalls instead of one per frame; large bodies are written straight from
 //! their own buffer. Before each write it runs the server's [`crate::ResponseFence`], if any (the
-//! broker commits the appends of the sends being answered). Before writing a batch holding a frame
+//! broker commits the appends of the sends being answered); when the fence reports that it woke
+//! tasks about to answer too (the broker: pulls held for those messages), the writer lets them
+//! run once, takes what they queued into the same write and runs the fence again, so that a
+//! producer's answer and its consumer's pull response reach the peer together (W3: one `sendto`
+//! per message instead of two). Before writing a batch holding a frame
 //! marked [`Frame::gather`] (a server's response to a request that waited, a client's gathered
 //! request) it lets the other ready tasks run once, so frames produced together leave together
 //! (see [`write_loop`]). Queued bytes are released once handed to the socket.
@@ -415,24 +419,25 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             break;
         }
         if batch.len() < WRITE_BATCH_MAX_FRAMES && batch.iter().any(|f| f.gather) {
-            tokio::task::yield_now().await;
-            while batch.len() < WRITE_BATCH_MAX_FRAMES {
-                match queue.try_recv() {
-                    Ok(frame) => batch.push(frame),
-                    Err(_) => break,
-                }
+            gather_ready(&mut queue, &mut batch).await;
+        }
+        let settled = match settle(fence.as_deref()) {
+            Ok(settled) => settled,
+            Err(reason) => {
+                fail_unsettled(&channel, &reason, &mut batch);
+                break;
+            }
+        };
+        if settled.woke_responders && batch.len() < WRITE_BATCH_MAX_FRAMES {
+            // What they queue joins this write; frames that came with it may answer work done
+            // after the settle, so the fence runs once more before anything leaves.
+            gather_ready(&mut queue, &mut batch).await;
+            if let Err(reason) = settle(fence.as_deref()) {
+                fail_unsettled(&channel, &reason, &mut batch);
+                break;
             }
         }
         let batch_bytes: usize = batch.iter().map(Frame::len).sum();
-        if let Some(fence) = &fence
-            && let Err(reason) = fence.settle()
-        {
-            tracing::error!(peer = %channel.remote_addr(), %reason,
-                "closing connection: the work its responses depend on failed");
-            channel.budget().release(batch_bytes);
-            batch.clear();
-            break;
-        }
         let result = tokio::select! {
             r = write_batch(&mut socket, &mut batch, &mut buf) => r,
             _ = &mut drain_deadline => break,
@@ -449,6 +454,33 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
     channel.close();
     let _ = tokio::time::timeout(WRITE_DRAIN_TIMEOUT, socket.shutdown()).await;
+}
+
+/// Lets the other ready tasks run once, then adds what they queued to `batch` (up to
+/// [`WRITE_BATCH_MAX_FRAMES`]).
+async fn gather_ready(queue: &mut mpsc::UnboundedReceiver<Frame>, batch: &mut Vec<Frame>) {
+    tokio::task::yield_now().await;
+    while batch.len() < WRITE_BATCH_MAX_FRAMES {
+        match queue.try_recv() {
+            Ok(frame) => batch.push(frame),
+            Err(_) => break,
+        }
+    }
+}
+
+/// Runs the server's fence, if any (see [`crate::ResponseFence`]).
+fn settle(fence: Option<&dyn crate::ResponseFence>) -> Result<crate::Settled, String> {
+    fence.map_or(Ok(crate::Settled::default()), |f| f.settle())
+}
+
+/// Drops the responses a failed fence kept from leaving (the connection closes next).
+fn fail_unsettled(channel: &Channel, reason: &str, batch: &mut Vec<Frame>) {
+    tracing::error!(peer = %channel.remote_addr(), %reason,
+        "closing connection: the work its responses depend on failed");
+    channel
+        .budget()
+        .release(batch.iter().map(Frame::len).sum::<usize>());
+    batch.clear();
 }
 
 /// Writes `batch` (emptying it), coalescing small frames into `buf`.
@@ -557,6 +589,68 @@ mod tests {
         second.abort();
         ctx.close_all.cancel();
         seen
+    }
+
+    /// A fence whose settle wakes a "responder": a task that queues a response of its own on the
+    /// channel, as a held pull answered by the appends being committed does.
+    struct WakesResponder {
+        channel: Mutex<Option<Channel>>,
+        reports_it: bool,
+    }
+
+    impl crate::ResponseFence for WakesResponder {
+        fn settle(&self) -> Result<crate::Settled, String> {
+            let Some(channel) = self.channel.lock().take() else {
+                return Ok(crate::Settled::default());
+            };
+            tokio::spawn(async move {
+                let mut pulled = RemotingCommand::response(0, None);
+                pulled.opaque = 2;
+                let _ = channel.send_response(pulled).await;
+            });
+            Ok(crate::Settled {
+                woke_responders: self.reports_it,
+            })
+        }
+    }
+
+    /// The writes that carry one response and the response of the responder its settle woke.
+    async fn writes_of_a_response_and_the_one_it_woke(reports_it: bool) -> Vec<usize> {
+        let mut ctx = crate::client::client_context(&crate::ClientConfig::default());
+        let fence = Arc::new(WakesResponder {
+            channel: Mutex::new(None),
+            reports_it,
+        });
+        let dispatcher = Dispatcher::default();
+        dispatcher.set_fence(Arc::clone(&fence) as Arc<dyn crate::ResponseFence>);
+        ctx.dispatcher = Arc::new(dispatcher);
+        let (read_half, _peer) = tokio::io::duplex(64);
+        let writes = Writes::default();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 10911));
+        let channel = spawn_halves(read_half, writes.clone(), addr, addr, &ctx);
+        *fence.channel.lock() = Some(channel.clone());
+        let mut sent = RemotingCommand::response(0, None);
+        sent.opaque = 1;
+        channel
+            .send_response(sent)
+            .await
+            .unwrap_or_else(|e| panic!("queue: {e}"));
+        // Single-threaded: a few turns let every task run to its wait; nothing else happens.
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        let seen = writes.0.lock().clone();
+        ctx.close_all.cancel();
+        seen
+    }
+
+    #[tokio::test]
+    async fn responses_of_work_the_fence_woke_join_the_write() {
+        let together = writes_of_a_response_and_the_one_it_woke(true).await;
+        assert_eq!(together.len(), 1, "{together:?}");
+        let apart = writes_of_a_response_and_the_one_it_woke(false).await;
+        assert_eq!(apart.len(), 2, "{apart:?}");
+        assert_eq!(together[0], apart.iter().sum::<usize>(), "the same bytes");
     }
 
     #[tokio::test]

@@ -38,7 +38,7 @@ pub use codec::{RemotingCodec, encode_frame};
 pub use config::{ClientConfig, ServerConfig, ServerConfigError};
 pub use error::{RemotingError, Result};
 pub use overload::{OverloadReason, TransportStats};
-pub use processor::{ChannelEventListener, RequestProcessor, ResponseFence, RpcHook};
+pub use processor::{ChannelEventListener, RequestProcessor, ResponseFence, RpcHook, Settled};
 pub use server::{RemotingServer, ServerHandle};
 pub use tls::{ClientTlsConfig, TlsConfig, TlsMode, TrustRoots};
 pub use tokio_util::sync::CancellationToken;

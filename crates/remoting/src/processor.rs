@@ -73,7 +73,17 @@ pub trait ResponseFence: Send + Sync + 'static {
     /// Called by a server connection's writer before each write of queued responses. On
     /// `Err(reason)` those responses are not written and the connection is closed (the peer's
     /// calls time out and it may retry), because they could claim what did not happen.
-    fn settle(&self) -> Result<(), String>;
+    fn settle(&self) -> Result<Settled, String>;
+}
+
+/// What settling did, as far as the writer cares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Settling woke work that is about to queue responses of its own (the broker: pulls held
+    /// for the messages just committed). The writer lets it run once before writing, so that a
+    /// producer's answer and its own consumer's pull response leave in one write, and the peer
+    /// is woken once for both.
+    pub woke_responders: bool,
 }
 
 /// Connection lifecycle notifications. Called on the connection's own task: keep them short.

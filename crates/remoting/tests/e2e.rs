@@ -14,7 +14,7 @@ use comet_protocol::limits::MAX_FRAME_LEN;
 use comet_protocol::{RemotingCommand, SerializeType};
 use comet_remoting::{
     Channel, ChannelEventListener, ClientConfig, RemotingClient, RemotingError, RemotingServer,
-    RequestProcessor, ResponseFence, RpcHook, ServerConfig, ServerHandle,
+    RequestProcessor, ResponseFence, RpcHook, ServerConfig, ServerHandle, Settled,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -1100,14 +1100,14 @@ struct Gate {
 }
 
 impl ResponseFence for Gate {
-    fn settle(&self) -> Result<(), String> {
+    fn settle(&self) -> Result<Settled, String> {
         self.settled.fetch_add(1, Ordering::SeqCst);
         let failing = self
             .fail
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         match failing {
             Ok(_) => Err("the disk is gone".to_owned()),
-            Err(_) => Ok(()),
+            Err(_) => Ok(Settled::default()),
         }
     }
 }

@@ -37,11 +37,12 @@ use comet_protocol::message::id::UniqIdGenerator;
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::{MessageExt, Properties, sysflag};
 use comet_protocol::{ProtocolError, RemotingCommand};
-use comet_remoting::{Channel, RequestProcessor, ResponseFence};
+use comet_remoting::{Channel, RequestProcessor, ResponseFence, Settled};
 use comet_store::{Commit, MessageExtBatch, MessageStore, PutMessageResult, PutMessageStatus};
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
+use crate::long_polling::PullRequestHoldService;
 use crate::processor::{Rejection, error_response, reject};
 use crate::topic_config::{
     DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, dlq_topic,
@@ -96,21 +97,32 @@ impl RequestProcessor for SendMessageProcessor {
 
 /// The broker's [`ResponseFence`]: commits the CommitLog appends the send processor deferred,
 /// before a connection writes the answers to them.
+///
+/// Committing dispatches the records, which answers the pulls held for them (on tasks of their
+/// own): the fence tells the writer so, and a producer's answer and the pull response of a
+/// consumer on the same connection (one client instance, as Java's and ours share) then leave
+/// in one write.
 pub struct CommitBeforeReply {
     store: Arc<MessageStore>,
+    pull_hold: Arc<PullRequestHoldService>,
 }
 
 impl CommitBeforeReply {
-    pub fn new(store: Arc<MessageStore>) -> Self {
-        Self { store }
+    pub fn new(store: Arc<MessageStore>, pull_hold: Arc<PullRequestHoldService>) -> Self {
+        Self { store, pull_hold }
     }
 }
 
 impl ResponseFence for CommitBeforeReply {
-    fn settle(&self) -> Result<(), String> {
+    fn settle(&self) -> Result<Settled, String> {
+        let answered = self.pull_hold.answered_count();
         self.store
             .commit_pending()
-            .map_err(|e| format!("commit log write failed: {e}"))
+            .map_err(|e| format!("commit log write failed: {e}"))?;
+        Ok(Settled {
+            // Another connection's commit may have woken them: a needless yield, no harm.
+            woke_responders: self.pull_hold.answered_count() != answered,
+        })
     }
 }
 
