@@ -280,7 +280,12 @@ impl QueueAccess {
 /// may collide), and maps the API result to a [`PullResult`].
 fn filter_result(result: PullResultExt, subscription: &SubscriptionData) -> PullResult {
     let mut msgs = result.msg_found_list;
-    if !subscription.class_filter_mode && subscription.expression_type == EXPRESSION_TYPE_TAG {
+    // A subscription to every tag keeps every message: no tag is looked up (Java checks the
+    // tag set the same way before filtering).
+    if !subscription.class_filter_mode
+        && subscription.expression_type == EXPRESSION_TYPE_TAG
+        && !subscription.is_all()
+    {
         msgs.retain(|m| subscription.matches_tag(m.tags()));
     }
     PullResult {
