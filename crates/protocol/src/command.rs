@@ -278,6 +278,12 @@ pub struct RemotingCommand {
     /// `None` when the header carried no `extFields` at all (JSON key absent / binary length 0).
     pub ext_fields: Option<ExtFields>,
     pub body: Option<Bytes>,
+    /// More body bytes after `body`, each kept in its own buffer: the frame's body is `body`
+    /// followed by every part. A pull response's records are zero-copy slices of the mapped
+    /// CommitLog; as parts, the transport hands them to the socket with one vectored write
+    /// instead of copying them into one buffer first. Always empty on a decoded command (the
+    /// whole body is then `body`); [`RemotingCommand::body_bytes`] joins both.
+    pub body_parts: Vec<Bytes>,
     /// The codec this command was decoded with, or will be encoded with.
     pub serialize_type: SerializeType,
 }
@@ -293,6 +299,7 @@ impl Default for RemotingCommand {
             remark: None,
             ext_fields: None,
             body: None,
+            body_parts: Vec::new(),
             serialize_type: SerializeType::Json,
         }
     }
@@ -372,7 +379,22 @@ impl RemotingCommand {
             .get_or_insert_with(|| ExtFields::with_capacity(TYPICAL_HEADER_FIELDS))
     }
 
+    /// Bytes of the frame's body: `body` and every part.
     pub fn body_len(&self) -> usize {
         self.body.as_ref().map_or(0, Bytes::len)
+            + self.body_parts.iter().map(Bytes::len).sum::<usize>()
+    }
+
+    /// The whole body as one buffer: `body` itself when there are no parts (no copy), else
+    /// `body` and the parts copied together. `None` when the body is empty.
+    pub fn body_bytes(&self) -> Option<Bytes> {
+        if self.body_parts.is_empty() {
+            return self.body.clone();
+        }
+        let mut joined = bytes::BytesMut::with_capacity(self.body_len());
+        for part in self.body.iter().chain(&self.body_parts) {
+            joined.extend_from_slice(part);
+        }
+        Some(joined.freeze())
     }
 }

@@ -35,8 +35,8 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<()> {
             max: MAX_FRAME_LEN,
         });
     }
-    if let Some(body) = &cmd.body {
-        dst.put_slice(body);
+    for part in cmd.body.iter().chain(&cmd.body_parts) {
+        dst.put_slice(part);
     }
     let mark = ((cmd.serialize_type.code() as u32) << 24) | header_len as u32;
     dst[start..start + 4].copy_from_slice(&(total as u32).to_be_bytes());
@@ -109,6 +109,26 @@ mod tests {
         cmd.opaque = 9;
         cmd.ext_mut().insert("topic", "T");
         cmd
+    }
+
+    #[test]
+    fn body_parts_encode_as_one_body() {
+        let mut parts = sample(SerializeType::Json);
+        parts.body = Some(Bytes::from_static(b"first"));
+        parts.body_parts = vec![
+            Bytes::from_static(b"-second"),
+            Bytes::from_static(b"-third"),
+        ];
+        let mut joined = parts.clone();
+        joined.body = Some(Bytes::from_static(b"first-second-third"));
+        joined.body_parts.clear();
+        assert_eq!(parts.body_len(), 18);
+        assert_eq!(parts.body_bytes(), joined.body);
+        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+        assert!(encode(&parts, &mut a).is_ok() && encode(&joined, &mut b).is_ok());
+        assert_eq!(a, b);
+        let decoded = decode_frame(&mut a).ok().flatten();
+        assert_eq!(decoded, Some(joined), "decoded, the parts are the body");
     }
 
     #[test]

@@ -68,7 +68,7 @@ prop_compose! {
         body in body(),
     ) -> RemotingCommand {
         RemotingCommand {
-            code, language, version, opaque, flag, remark, ext_fields: ext, body,
+            code, language, version, opaque, flag, remark, ext_fields: ext, body, body_parts: Vec::new(),
             serialize_type: SerializeType::Json,
         }
     }
@@ -91,7 +91,7 @@ prop_compose! {
         body in body(),
     ) -> RemotingCommand {
         RemotingCommand {
-            code: code.into(), language, version: version.into(), opaque, flag, remark, ext_fields: ext, body,
+            code: code.into(), language, version: version.into(), opaque, flag, remark, ext_fields: ext, body, body_parts: Vec::new(),
             serialize_type: SerializeType::RocketMq,
         }
     }

@@ -338,6 +338,7 @@ pub(crate) fn client_context(config: &ClientConfig) -> ConnectionContext {
             pause_reads_when_congested: false,
             run_requests_inline: false,
             gather_waited_responses: false,
+            yield_after_waiting_requests: usize::MAX,
         },
         connections: TaskTracker::new(),
         requests: TaskTracker::new(),

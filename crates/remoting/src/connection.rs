@@ -59,7 +59,7 @@ use crate::codec::{Frame, RemotingCodec};
 use crate::error::RemotingError;
 use crate::limits::{
     READ_BUFFER_CAPACITY, WRITE_BATCH_MAX_FRAMES, WRITE_COALESCE_BYTES, WRITE_DIRECT_THRESHOLD,
-    WRITE_DRAIN_TIMEOUT,
+    WRITE_DRAIN_TIMEOUT, WRITE_MAX_PARTS,
 };
 use crate::overload::OverloadReason;
 use crate::processor::Dispatcher;
@@ -84,6 +84,14 @@ pub(crate) struct ConnectionOptions {
     /// [`write_loop`]). On a client connection every request runs on its own task, so all its
     /// (rare) responses would count as such.
     pub gather_waited_responses: bool,
+    /// The reader yields once after this many requests of a read had to wait (server
+    /// connections: [`crate::limits::READER_YIELD_AFTER_WAITING_REQUESTS`]; `usize::MAX` never). A client
+    /// with many requests in flight on one connection (32 sync producers sharing it) sends them
+    /// together, and under SYNC_FLUSH they all joined one group commit that started only once
+    /// the whole read was appended; the producers then all waited for it, and the flush thread
+    /// idled while they sent the next round. Letting the first few start their wait starts the
+    /// flush early, and the rounds that follow spread over overlapping group commits.
+    pub yield_after_waiting_requests: usize,
 }
 
 /// Where a connection's tasks are spawned and what stops them.
@@ -205,6 +213,8 @@ async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: Co
         gather: ctx.options.gather_waited_responses,
     };
     let mut stopped = false;
+    // Requests spawned (they had to wait) since the reader last let them run.
+    let mut waiting_since_yield = 0usize;
     loop {
         if ctx.options.pause_reads_when_congested && !channel.is_writable() {
             let queued = channel.queued_bytes();
@@ -288,6 +298,15 @@ async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: Co
                         .await;
                 if !finished {
                     ctx.requests.spawn(request);
+                    // Let every few waiting requests start their wait before reading on: sends
+                    // under SYNC_FLUSH then write their records and ask for the group commit
+                    // while the rest of the read is still being appended, so the flush overlaps
+                    // the reading instead of following it (see `ConnectionOptions`).
+                    waiting_since_yield += 1;
+                    if waiting_since_yield >= ctx.options.yield_after_waiting_requests {
+                        waiting_since_yield = 0;
+                        tokio::task::yield_now().await;
+                    }
                 }
             }
             ReadEvent::Idle => {
@@ -483,37 +502,89 @@ fn fail_unsettled(channel: &Channel, reason: &str, batch: &mut Vec<Frame>) {
     batch.clear();
 }
 
-/// Writes `batch` (emptying it), coalescing small frames into `buf`.
+/// Writes `batch` (emptying it) with vectored writes. Small frames and the heads of large ones
+/// are copied into `buf`; a body buffer of at least [`WRITE_DIRECT_THRESHOLD`] bytes is a part
+/// of the write of its own, so a pull response's records (slices of the mapped CommitLog) reach
+/// the socket without another copy. A write covers up to [`WRITE_COALESCE_BYTES`] of frames.
 async fn write_batch<W: AsyncWrite + Unpin>(
     socket: &mut W,
     batch: &mut Vec<Frame>,
     buf: &mut BytesMut,
 ) -> std::io::Result<()> {
-    for frame in batch.drain(..) {
-        if let Some(body) = frame
-            .body
-            .as_ref()
-            .filter(|b| b.len() >= WRITE_DIRECT_THRESHOLD)
-        {
-            // The head joins the coalesced bytes; the body goes out from its own buffer.
-            buf.extend_from_slice(&frame.head);
-            socket.write_all(buf).await?;
-            buf.clear();
-            socket.write_all(body).await?;
-            continue;
-        }
+    let mut parts = Vec::new();
+    let mut pending = 0;
+    for frame in batch.iter() {
+        let start = buf.len();
         buf.extend_from_slice(&frame.head);
-        if let Some(body) = &frame.body {
-            buf.extend_from_slice(body);
+        push_copied(&mut parts, start..buf.len());
+        for body in frame.bodies() {
+            if body.len() >= WRITE_DIRECT_THRESHOLD {
+                parts.push(WritePart::Shared(body.clone()));
+            } else {
+                let start = buf.len();
+                buf.extend_from_slice(body);
+                push_copied(&mut parts, start..buf.len());
+            }
         }
-        if buf.len() >= WRITE_COALESCE_BYTES {
-            socket.write_all(buf).await?;
+        pending += frame.len();
+        if pending >= WRITE_COALESCE_BYTES || parts.len() + 2 > WRITE_MAX_PARTS {
+            write_parts(socket, &parts, buf).await?;
+            parts.clear();
             buf.clear();
+            pending = 0;
         }
     }
-    if !buf.is_empty() {
-        socket.write_all(buf).await?;
-        buf.clear();
+    if !parts.is_empty() {
+        write_parts(socket, &parts, buf).await?;
+    }
+    buf.clear();
+    batch.clear();
+    Ok(())
+}
+
+/// One part of a vectored write: bytes copied into the writer's buffer, or a body buffer written
+/// from where it is.
+enum WritePart {
+    Copied(std::ops::Range<usize>),
+    Shared(bytes::Bytes),
+}
+
+/// Adds `range` of the buffer to `parts`, joining it to the part before when they touch.
+fn push_copied(parts: &mut Vec<WritePart>, range: std::ops::Range<usize>) {
+    if range.is_empty() {
+        return;
+    }
+    if let Some(WritePart::Copied(last)) = parts.last_mut()
+        && last.end == range.start
+    {
+        last.end = range.end;
+        return;
+    }
+    parts.push(WritePart::Copied(range));
+}
+
+/// Writes every part, in order, with as few vectored writes as the socket takes.
+async fn write_parts<W: AsyncWrite + Unpin>(
+    socket: &mut W,
+    parts: &[WritePart],
+    buf: &[u8],
+) -> std::io::Result<()> {
+    let mut slices: Vec<std::io::IoSlice<'_>> = parts
+        .iter()
+        .map(|part| match part {
+            WritePart::Copied(range) => buf.get(range.clone()).unwrap_or_default(),
+            WritePart::Shared(bytes) => bytes.as_ref(),
+        })
+        .filter(|bytes| !bytes.is_empty())
+        .map(std::io::IoSlice::new)
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let written = socket.write_vectored(rest).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut rest, written);
     }
     Ok(())
 }
@@ -522,6 +593,8 @@ async fn write_batch<W: AsyncWrite + Unpin>(
 mod tests {
     use std::pin::Pin;
     use std::task::Context;
+
+    use bytes::Bytes;
 
     use parking_lot::Mutex;
     use tokio::sync::oneshot;
@@ -642,6 +715,178 @@ mod tests {
         let seen = writes.0.lock().clone();
         ctx.close_all.cancel();
         seen
+    }
+
+    /// A socket write half that takes at most `limit` bytes per vectored write and records the
+    /// bytes and the address of every buffer it was handed.
+    struct Vectored {
+        limit: usize,
+        bytes: Vec<u8>,
+        buffers: Vec<usize>,
+    }
+
+    impl AsyncWrite for Vectored {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.poll_write_vectored(cx, &[std::io::IoSlice::new(buf)])
+        }
+
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> Poll<std::io::Result<usize>> {
+            let me = self.get_mut();
+            let mut taken = 0;
+            for b in bufs {
+                me.buffers.push(b.as_ptr() as usize);
+                let n = b.len().min(me.limit - taken);
+                me.bytes.extend_from_slice(&b[..n]);
+                taken += n;
+                if taken == me.limit {
+                    break;
+                }
+            }
+            Poll::Ready(Ok(taken))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_goes_out_in_order_with_large_bodies_written_where_they_are() {
+        let frame = |head: u8, body: Option<usize>| Frame {
+            head: Bytes::from(vec![head; 40]),
+            body: body.map(|n| Bytes::from(vec![head.wrapping_add(1); n])),
+            body_parts: vec![Bytes::from(vec![head; 5]), Bytes::from(vec![head; 5000])],
+            gather: false,
+        };
+        let mut batch = vec![
+            frame(1, None),
+            frame(3, Some(100)),
+            frame(5, Some(WRITE_DIRECT_THRESHOLD * 9)),
+            frame(7, None),
+            frame(9, Some(WRITE_DIRECT_THRESHOLD)),
+            frame(11, Some(WRITE_COALESCE_BYTES)),
+            frame(13, Some(10)),
+        ];
+        let expected: Vec<u8> = batch
+            .iter()
+            .flat_map(|f| {
+                let mut bytes = f.head.to_vec();
+                f.bodies().for_each(|b| bytes.extend_from_slice(b));
+                bytes
+            })
+            .collect();
+        let large: Vec<usize> = batch
+            .iter()
+            .flat_map(Frame::bodies)
+            .filter(|b| b.len() >= WRITE_DIRECT_THRESHOLD)
+            .map(|b| b.as_ptr() as usize)
+            .collect();
+        let mut socket = Vectored {
+            limit: 3_000,
+            bytes: Vec::new(),
+            buffers: Vec::new(),
+        };
+        let mut buf = BytesMut::new();
+        write_batch(&mut socket, &mut batch, &mut buf)
+            .await
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        assert!(batch.is_empty() && buf.is_empty());
+        assert_eq!(socket.bytes.len(), expected.len());
+        assert!(socket.bytes == expected, "the frames' bytes, in order");
+        for body in large {
+            assert!(
+                socket.buffers.contains(&body),
+                "a large body is handed to the socket from its own buffer"
+            );
+        }
+    }
+
+    /// Records when each request starts and when it resumes after its one wait.
+    struct WaitsOnce(Arc<Mutex<Vec<(&'static str, i32)>>>);
+
+    impl crate::RequestProcessor for WaitsOnce {
+        fn process(
+            &self,
+            _: &Channel,
+            request: RemotingCommand,
+        ) -> futures::future::BoxFuture<'static, Option<RemotingCommand>> {
+            let log = Arc::clone(&self.0);
+            Box::pin(async move {
+                log.lock().push(("start", request.opaque));
+                tokio::task::yield_now().await;
+                log.lock().push(("resumed", request.opaque));
+                Some(RemotingCommand::response(0, None))
+            })
+        }
+    }
+
+    /// The order in which eight requests read together start and resume, on a server
+    /// connection whose reader yields after `yield_after` waiting requests.
+    async fn starts_and_resumes(yield_after: usize) -> Vec<(&'static str, i32)> {
+        let mut ctx = crate::client::client_context(&crate::ClientConfig::default());
+        ctx.options.run_requests_inline = true;
+        ctx.options.yield_after_waiting_requests = yield_after;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let dispatcher = Dispatcher::default();
+        dispatcher.register(10, Arc::new(WaitsOnce(Arc::clone(&log))));
+        ctx.dispatcher = Arc::new(dispatcher);
+        let (read_half, mut peer) = tokio::io::duplex(64 * 1024);
+        let mut frames = BytesMut::new();
+        for opaque in 1..=8 {
+            let mut request = RemotingCommand::request(10);
+            request.opaque = opaque;
+            crate::codec::encode_frame(&request, &mut frames)
+                .unwrap_or_else(|e| panic!("encode: {e}"));
+        }
+        peer.write_all(&frames)
+            .await
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 10911));
+        let _channel = spawn_halves(read_half, Writes::default(), addr, addr, &ctx);
+        // Single-threaded: a few turns let every task run to its end; nothing else happens.
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        let seen = log.lock().clone();
+        ctx.close_all.cancel();
+        seen
+    }
+
+    #[tokio::test]
+    async fn the_reader_lets_every_few_waiting_requests_run_before_reading_on() {
+        let position = |log: &[(&str, i32)], event: (&str, i32)| {
+            log.iter()
+                .position(|e| *e == event)
+                .unwrap_or_else(|| panic!("{event:?} missing from {log:?}"))
+        };
+        let yielding = starts_and_resumes(4).await;
+        assert_eq!(yielding.len(), 16, "{yielding:?}");
+        assert!(
+            position(&yielding, ("resumed", 1)) < position(&yielding, ("start", 5)),
+            "the first four waited while the rest was read: {yielding:?}"
+        );
+        let reading_on = starts_and_resumes(usize::MAX).await;
+        assert_eq!(reading_on.len(), 16, "{reading_on:?}");
+        assert!(
+            position(&reading_on, ("start", 8)) < position(&reading_on, ("resumed", 1)),
+            "without the yield every request starts first: {reading_on:?}"
+        );
     }
 
     #[tokio::test]

@@ -47,18 +47,31 @@ pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 /// Most frames the writer takes off the queue for one batch.
 pub const WRITE_BATCH_MAX_FRAMES: usize = 256;
 
-/// The writer copies small frames into one buffer and writes it when it reaches this size (or the
-/// batch ends), so many small responses cost one syscall.
+/// The writer copies small frames into one buffer and writes at most this many bytes of frames
+/// with one vectored write (or what the batch holds), so many small responses cost one syscall.
 pub const WRITE_COALESCE_BYTES: usize = 256 * 1024;
 
-/// Frames at least this large are written straight from their own buffer instead of being copied.
-pub const WRITE_DIRECT_THRESHOLD: usize = 64 * 1024;
+/// Bodies at least this large are written from their own buffer, as one part of a vectored write,
+/// instead of being copied into the writer's buffer (a pull response of 32 records of 1 KiB).
+pub const WRITE_DIRECT_THRESHOLD: usize = 4 * 1024;
+
+/// Most parts of one vectored write (Linux's IOV_MAX is 1,024).
+pub const WRITE_MAX_PARTS: usize = 512;
 
 /// Once a connection is closed, its writer gets this long to flush what is queued.
 pub const WRITE_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// A server connection's reader lets the requests it spawned run after this many of them had to
+/// wait, before reading on (see `ConnectionOptions::yield_after_waiting_requests`). Measured
+/// on W2 (32 sync producers on one connection, SYNC_FLUSH): BENCHMARKS.md, session 12.
+pub const READER_YIELD_AFTER_WAITING_REQUESTS: usize = 4;
+
 /// Initial read buffer of a connection; it grows up to one whole frame when needed.
 pub const READ_BUFFER_CAPACITY: usize = 64 * 1024;
+
+/// Least bytes a read buffer grows by when a frame does not fit (see `codec.rs`): about seven
+/// 32-message pull responses of 1 KiB bodies. A frame larger than this gets room for itself.
+pub const READ_BUFFER_GROWTH: usize = 256 * 1024;
 
 /// Graceful server shutdown waits this long for in-flight requests before closing connections.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

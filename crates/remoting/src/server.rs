@@ -16,7 +16,9 @@ use tokio_util::task::TaskTracker;
 use crate::config::ServerConfig;
 use crate::connection::{ConnectionContext, ConnectionOptions, spawn_connection, spawn_stream};
 use crate::error::{RemotingError, Result};
-use crate::limits::{ACCEPT_ERROR_BACKOFF, WRITE_DRAIN_TIMEOUT};
+use crate::limits::{
+    ACCEPT_ERROR_BACKOFF, READER_YIELD_AFTER_WAITING_REQUESTS, WRITE_DRAIN_TIMEOUT,
+};
 use crate::overload::TransportStats;
 use crate::processor::{
     ChannelEventListener, Dispatcher, RequestProcessor, ResponseFence, RpcHook,
@@ -123,6 +125,7 @@ impl RemotingServer {
                 pause_reads_when_congested: true,
                 run_requests_inline: true,
                 gather_waited_responses: true,
+                yield_after_waiting_requests: READER_YIELD_AFTER_WAITING_REQUESTS,
             },
             connections: TaskTracker::new(),
             requests: TaskTracker::new(),

@@ -15,7 +15,6 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::SubscriptionData;
 use comet_protocol::body::heartbeat::EXPRESSION_TYPE_TAG;
@@ -193,7 +192,7 @@ pub fn process_pull(
         Some(&filter),
     );
     let code = response_code(result.status, header.queue_offset);
-    let response = build_response(code, &result);
+    let response = build_response(code, result);
 
     if allow_suspend && header.has_commit_offset() {
         ctx.consumer_offsets.commit_offset(
@@ -287,7 +286,7 @@ fn resolve_subscription(
 }
 
 /// The pull response: header with the queue bounds, remark = status name, body = records.
-fn build_response(code: ResponseCode, result: &GetMessageResult) -> RemotingCommand {
+fn build_response(code: ResponseCode, result: GetMessageResult) -> RemotingCommand {
     let header = PullMessageResponseHeader {
         suggest_which_broker_id: MASTER_ID,
         next_begin_offset: result.next_begin_offset,
@@ -298,25 +297,11 @@ fn build_response(code: ResponseCode, result: &GetMessageResult) -> RemotingComm
     let mut response = RemotingCommand::response(code, Some(status_name(result.status).to_owned()));
     response.encode_header(&header);
     if code == ResponseCode::Success {
-        response.body = concat_records(&result.messages);
+        // Each record a slice of the mapped CommitLog, handed to the socket as it is (one
+        // vectored write), never copied into one body (BENCHMARKS.md, session 12).
+        response.body_parts = result.messages;
     }
     response
-}
-
-/// The records as one body; a single record is passed through without copying.
-fn concat_records(records: &[Bytes]) -> Option<Bytes> {
-    match records {
-        [] => None,
-        [one] => Some(one.clone()),
-        many => {
-            let total = many.iter().map(Bytes::len).sum();
-            let mut body = BytesMut::with_capacity(total);
-            for record in many {
-                body.extend_from_slice(record);
-            }
-            Some(body.freeze())
-        }
-    }
 }
 
 #[cfg(test)]
@@ -368,17 +353,5 @@ mod tests {
             ResponseCode::PullNotFound
         );
         assert_eq!(status_name(OffsetOverflowOne), "OFFSET_OVERFLOW_ONE");
-    }
-
-    #[test]
-    fn records_are_concatenated_once() {
-        assert_eq!(concat_records(&[]), None);
-        let one = Bytes::from_static(b"abc");
-        assert_eq!(
-            concat_records(std::slice::from_ref(&one)),
-            Some(one.clone())
-        );
-        let two = [one.clone(), Bytes::from_static(b"de")];
-        assert_eq!(concat_records(&two).as_deref(), Some(&b"abcde"[..]));
     }
 }

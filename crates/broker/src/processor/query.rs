@@ -7,11 +7,11 @@
 //! offset a client decodes from an offset msgId (§5.7), which is also why the store host in those
 //! ids must be the broker's reachable address.
 //!
-//! Both answer with stored records (§5.1) concatenated, exactly as a pull does.
+//! Both answer with stored records (§5.1) back to back, exactly as a pull does (QUERY_MESSAGE
+//! hands them over as body parts, each written from the mapped CommitLog).
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
 use comet_protocol::RemotingCommand;
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{
@@ -92,7 +92,7 @@ impl QueryMessageProcessor {
             )
         } else {
             let mut ok = RemotingCommand::response(ResponseCode::Success, None);
-            ok.body = Some(concat(&result.messages));
+            ok.body_parts = result.messages;
             ok
         };
         response.encode_header(&response_header);
@@ -120,19 +120,6 @@ impl QueryMessageProcessor {
                 ResponseCode::SystemError,
                 format!("can not find message by the offset, {}", header.offset),
             ),
-        }
-    }
-}
-
-fn concat(records: &[Bytes]) -> Bytes {
-    match records {
-        [one] => one.clone(),
-        many => {
-            let mut body = BytesMut::with_capacity(many.iter().map(Bytes::len).sum());
-            for record in many {
-                body.extend_from_slice(record);
-            }
-            body.freeze()
         }
     }
 }

@@ -144,6 +144,7 @@ pub fn decode(src: &[u8]) -> Result<RemotingCommand> {
         remark,
         ext_fields,
         body: None,
+        body_parts: Vec::new(),
         serialize_type: SerializeType::RocketMq,
     })
 }

@@ -276,6 +276,7 @@ pub(crate) fn decode_with_serde(src: &[u8]) -> Result<RemotingCommand> {
         remark: h.remark,
         ext_fields: h.ext_fields.map(|e| e.0),
         body: None,
+        body_parts: Vec::new(),
         serialize_type: SerializeType::Json,
     })
 }
