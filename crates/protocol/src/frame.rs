@@ -51,8 +51,19 @@ pub fn encode_to_bytes(cmd: &RemotingCommand) -> Result<Bytes> {
     Ok(buf.freeze())
 }
 
-/// Takes one frame off the front of `src` if a whole one is buffered.
+/// Takes one frame off the front of `src` if a whole one is buffered; otherwise makes room in
+/// `src` for the rest of the frame.
 pub fn decode_frame(src: &mut BytesMut) -> Result<Option<RemotingCommand>> {
+    decode_frame_growing(src, 0)
+}
+
+/// [`decode_frame`] that, when a partly buffered frame does not fit in `src`, grows it by at
+/// least `min_growth` bytes. Decoded frames share `src`'s memory, so growing it allocates anew and
+/// copies the partial frame: a reader of large frames grows in larger steps to do that rarely.
+pub fn decode_frame_growing(
+    src: &mut BytesMut,
+    min_growth: usize,
+) -> Result<Option<RemotingCommand>> {
     if src.len() < 4 {
         return Ok(None);
     }
@@ -67,7 +78,10 @@ pub fn decode_frame(src: &mut BytesMut) -> Result<Option<RemotingCommand>> {
         return Err(ProtocolError::FrameTooSmall(len));
     }
     if src.len() < 4 + len {
-        src.reserve(4 + len - src.len());
+        let missing = 4 + len - src.len();
+        if missing > src.capacity() - src.len() {
+            src.reserve(missing.max(min_growth));
+        }
         return Ok(None);
     }
     src.advance(4);

@@ -527,7 +527,7 @@ async fn write_batch<W: AsyncWrite + Unpin>(
             }
         }
         pending += frame.len();
-        if pending >= WRITE_COALESCE_BYTES || parts.len() + 2 > WRITE_MAX_PARTS {
+        if pending >= WRITE_COALESCE_BYTES || parts.len() >= WRITE_MAX_PARTS {
             write_parts(socket, &parts, buf).await?;
             parts.clear();
             buf.clear();
@@ -563,7 +563,8 @@ fn push_copied(parts: &mut Vec<WritePart>, range: std::ops::Range<usize>) {
     parts.push(WritePart::Copied(range));
 }
 
-/// Writes every part, in order, with as few vectored writes as the socket takes.
+/// Writes every part, in order, with as few vectored writes as the socket takes, each of at most
+/// [`WRITE_MAX_PARTS`] buffers (one frame may bring more: a pull of many records).
 async fn write_parts<W: AsyncWrite + Unpin>(
     socket: &mut W,
     parts: &[WritePart],
@@ -580,7 +581,8 @@ async fn write_parts<W: AsyncWrite + Unpin>(
         .collect();
     let mut rest = &mut slices[..];
     while !rest.is_empty() {
-        let written = socket.write_vectored(rest).await?;
+        let take = rest.len().min(WRITE_MAX_PARTS);
+        let written = socket.write_vectored(&rest[..take]).await?;
         if written == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
@@ -718,11 +720,12 @@ mod tests {
     }
 
     /// A socket write half that takes at most `limit` bytes per vectored write and records the
-    /// bytes and the address of every buffer it was handed.
+    /// bytes, the address of every buffer it was handed and the most buffers of one write.
     struct Vectored {
         limit: usize,
         bytes: Vec<u8>,
         buffers: Vec<usize>,
+        most_buffers: usize,
     }
 
     impl AsyncWrite for Vectored {
@@ -740,6 +743,7 @@ mod tests {
             bufs: &[std::io::IoSlice<'_>],
         ) -> Poll<std::io::Result<usize>> {
             let me = self.get_mut();
+            me.most_buffers = me.most_buffers.max(bufs.len());
             let mut taken = 0;
             for b in bufs {
                 me.buffers.push(b.as_ptr() as usize);
@@ -783,6 +787,10 @@ mod tests {
             frame(11, Some(WRITE_COALESCE_BYTES)),
             frame(13, Some(10)),
         ];
+        // A frame of more large parts than one write may carry.
+        let mut many = frame(15, None);
+        many.body_parts = vec![Bytes::from(vec![15; WRITE_DIRECT_THRESHOLD]); WRITE_MAX_PARTS + 88];
+        batch.push(many);
         let expected: Vec<u8> = batch
             .iter()
             .flat_map(|f| {
@@ -798,9 +806,10 @@ mod tests {
             .map(|b| b.as_ptr() as usize)
             .collect();
         let mut socket = Vectored {
-            limit: 3_000,
+            limit: 3 * WRITE_DIRECT_THRESHOLD,
             bytes: Vec::new(),
             buffers: Vec::new(),
+            most_buffers: 0,
         };
         let mut buf = BytesMut::new();
         write_batch(&mut socket, &mut batch, &mut buf)
@@ -809,6 +818,11 @@ mod tests {
         assert!(batch.is_empty() && buf.is_empty());
         assert_eq!(socket.bytes.len(), expected.len());
         assert!(socket.bytes == expected, "the frames' bytes, in order");
+        assert!(
+            socket.most_buffers <= WRITE_MAX_PARTS,
+            "{}",
+            socket.most_buffers
+        );
         for body in large {
             assert!(
                 socket.buffers.contains(&body),

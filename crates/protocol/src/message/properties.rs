@@ -141,19 +141,21 @@ impl Properties {
 
     /// Whether `span`'s key is `key`: lengths first, then bytes (a consumer looks up and sets
     /// keys on every message; `str` slicing would check char boundaries each time).
-    fn key_is(&self, span: &Span, key: &str) -> bool {
+    fn key_is(&self, span: &Span, key: &[u8]) -> bool {
         span.key.1 - span.key.0 == key.len()
-            && self.buf.as_bytes().get(span.key.0..span.key.1) == Some(key.as_bytes())
+            && self.buf.as_bytes().get(span.key.0..span.key.1) == Some(key)
     }
 
     fn position(&self, key: &str) -> Option<usize> {
-        self.spans.iter().position(|s| self.key_is(s, key))
+        self.spans
+            .iter()
+            .position(|s| self.key_is(s, key.as_bytes()))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
         self.spans
             .iter()
-            .find(|s| self.key_is(s, key))
+            .find(|s| self.key_is(s, key.as_bytes()))
             .map(|s| self.text(s.value))
     }
 
@@ -249,12 +251,12 @@ impl Properties {
         for (key, value) in pair_ranges(bytes) {
             // Both ranges were cut at ASCII separators, so they are char boundaries of the copy.
             let span = Span { key, value };
-            let key_len = key.1 - key.0;
             // Java's last duplicate wins, in the position of the first.
-            let duplicate = props.spans.iter().position(|old| {
-                old.key.1 - old.key.0 == key_len
-                    && bytes[old.key.0..old.key.1] == bytes[key.0..key.1]
-            });
+            let key_bytes = &bytes[key.0..key.1];
+            let duplicate = props
+                .spans
+                .iter()
+                .position(|old| props.key_is(old, key_bytes));
             match duplicate {
                 Some(idx) => {
                     let old = props.spans[idx];
