@@ -127,13 +127,6 @@ pub struct ExtFields {
     spans: Vec<[u32; 4]>,
 }
 
-/// Key equality with the cheap checks first: header keys are short and often one letter
-/// (SEND_MESSAGE_V2's `a`..`n`), so comparing lengths and first bytes settles almost every
-/// mismatch without a `memcmp` call — the lookups run once per field of every header.
-fn same_key(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.as_bytes().first() == b.as_bytes().first() && a == b
-}
-
 /// Fields a request or response header usually has (SEND_MESSAGE_V2 has 14 plus the RPC ones):
 /// the first encode then allocates once instead of growing its arena field by field.
 const TYPICAL_HEADER_FIELDS: usize = 16;
@@ -165,6 +158,22 @@ impl ExtFields {
         self.slice(span[2], span[3])
     }
 
+    /// The index of `key`'s span. Keys are compared as bytes with the cheap checks first: header
+    /// keys are short and often one letter (SEND_MESSAGE_V2's `a`..`n`), so the span's length and
+    /// first byte settle almost every mismatch without slicing the arena (a `str` slice checks
+    /// both ends for char boundaries) or calling `memcmp`. This runs for every field of every
+    /// header: once per lookup, and once per insert to find a repeated key.
+    fn find(&self, key: &str) -> Option<usize> {
+        let key = key.as_bytes();
+        let arena = self.arena.as_bytes();
+        self.spans.iter().position(|sp| {
+            let (from, to) = (sp[0] as usize, sp[1] as usize);
+            to.wrapping_sub(from) == key.len()
+                && (key.is_empty() || arena.get(from) == key.first())
+                && arena.get(from..to) == Some(key)
+        })
+    }
+
     fn push_str(&mut self, s: &str) -> (u32, u32) {
         let from = self.arena.len();
         self.arena.push_str(s);
@@ -177,10 +186,8 @@ impl ExtFields {
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.spans
-            .iter()
-            .find(|sp| same_key(self.key_at(sp), key))
-            .map(|sp| self.value_at(sp))
+        let idx = self.find(key)?;
+        self.spans.get(idx).map(|sp| self.value_at(sp))
     }
 
     pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
@@ -191,10 +198,7 @@ impl ExtFields {
     /// Like [`ExtFields::insert`], with the value written by `write` straight into the arena
     /// (typed headers format numbers this way, without a `String` per field).
     pub fn insert_with(&mut self, key: &str, write: impl FnOnce(&mut String)) {
-        let existing = self
-            .spans
-            .iter()
-            .position(|sp| same_key(self.key_at(sp), key));
+        let existing = self.find(key);
         let key_span = match existing {
             Some(_) => None,
             None => Some(self.push_str(key)),
@@ -215,10 +219,7 @@ impl ExtFields {
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let idx = self
-            .spans
-            .iter()
-            .position(|sp| same_key(self.key_at(sp), key))?;
+        let idx = self.find(key)?;
         let sp = self.spans.remove(idx);
         Some(self.value_at(&sp).to_owned())
     }
@@ -396,5 +397,103 @@ impl RemotingCommand {
             joined.extend_from_slice(part);
         }
         Some(joined.freeze())
+    }
+}
+
+#[cfg(test)]
+mod ext_fields_tests {
+    use super::ExtFields;
+    use proptest::prelude::*;
+
+    /// What `ExtFields` must behave like: an insertion-ordered list of pairs where inserting an
+    /// existing key replaces its value in place.
+    #[derive(Default)]
+    struct Model(Vec<(String, String)>);
+
+    impl Model {
+        fn insert(&mut self, k: &str, v: &str) {
+            match self.0.iter_mut().find(|(key, _)| key == k) {
+                Some(pair) => pair.1 = v.to_owned(),
+                None => self.0.push((k.to_owned(), v.to_owned())),
+            }
+        }
+
+        fn remove(&mut self, k: &str) -> Option<String> {
+            let idx = self.0.iter().position(|(key, _)| key == k)?;
+            Some(self.0.remove(idx).1)
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(String, String),
+        Remove(String),
+    }
+
+    // Keys from a small alphabet with empty, one-letter, shared-first-byte and multi-byte keys,
+    // so that repeats, equal lengths and equal first bytes all happen often.
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            "[a-c]",
+            "[a-c]{2}",
+            Just("é".to_owned()),
+            Just("\u{e9}x".to_owned()),
+            Just("ns".to_owned()),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (key(), ".{0,6}").prop_map(|(k, v)| Op::Insert(k, v)),
+            1 => key().prop_map(Op::Remove),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn behaves_like_an_ordered_list_where_the_last_value_wins(
+            ops in proptest::collection::vec(op(), 0..40),
+            probes in proptest::collection::vec(key(), 0..8),
+        ) {
+            let mut ext = ExtFields::new();
+            let mut model = Model::default();
+            for op in &ops {
+                match op {
+                    Op::Insert(k, v) => {
+                        ext.insert(k, v);
+                        model.insert(k, v);
+                    }
+                    Op::Remove(k) => prop_assert_eq!(ext.remove(k), model.remove(k)),
+                }
+            }
+            let pairs: Vec<(&str, &str)> = ext.iter().collect();
+            let expected: Vec<(&str, &str)> =
+                model.0.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            prop_assert_eq!(pairs, expected);
+            for k in probes.iter().chain(ops.iter().map(|op| match op {
+                Op::Insert(k, _) | Op::Remove(k) => k,
+            })) {
+                let want = model.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+                prop_assert_eq!(ext.get(k), want);
+                prop_assert_eq!(ext.contains_key(k), want.is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn keys_differing_only_after_the_first_byte_are_distinct() {
+        let mut ext = ExtFields::new();
+        ext.insert("ab", "1");
+        ext.insert("ac", "2");
+        ext.insert("a", "3");
+        ext.insert("", "4");
+        assert_eq!(ext.get("ab"), Some("1"));
+        assert_eq!(ext.get("ac"), Some("2"));
+        assert_eq!(ext.get("a"), Some("3"));
+        assert_eq!(ext.get(""), Some("4"));
+        assert_eq!(ext.get("ad"), None);
+        assert_eq!(ext.get("b"), None);
+        assert_eq!(ext.len(), 4);
     }
 }

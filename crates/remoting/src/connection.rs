@@ -49,7 +49,7 @@ use comet_protocol::code::ResponseCode;
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, TryAcquireError, mpsc};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -192,10 +192,16 @@ async fn next_event<R: AsyncRead + Unpin>(
         },
         None => reader.next().await,
     };
-    match next {
-        Some(Ok(cmd)) => ReadEvent::Frame(cmd),
-        Some(Err(e)) => ReadEvent::Failed(e),
-        None => ReadEvent::Eof,
+    ReadEvent::from(next)
+}
+
+impl From<Option<Result<RemotingCommand, RemotingError>>> for ReadEvent {
+    fn from(next: Option<Result<RemotingCommand, RemotingError>>) -> Self {
+        match next {
+            Some(Ok(cmd)) => ReadEvent::Frame(cmd),
+            Some(Err(e)) => ReadEvent::Failed(e),
+            None => ReadEvent::Eof,
+        }
     }
 }
 
@@ -248,20 +254,44 @@ async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: Co
             }
             continue;
         }
-        let permit = tokio::select! {
-            biased;
-            _ = close.cancelled() => break,
-            _ = ctx.stop.cancelled() => { stopped = true; break }
-            permit = Arc::clone(&permits).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
+        // The common case first, without waiting: a permit is free and the next frame is
+        // already read. Only a real wait goes through `select!` with the close and stop tokens,
+        // whose `cancelled()` futures each take their token's lock to register a waiter and again
+        // to remove it: four lock round trips per request, on both sides of every connection.
+        if close.is_cancelled() {
+            break;
+        }
+        if ctx.stop.is_cancelled() {
+            stopped = true;
+            break;
+        }
+        // The semaphore's `acquire` counted against the task's cooperative budget; the fast
+        // path must too, or a reader with a full buffer of inline requests would never yield.
+        tokio::task::consume_budget().await;
+        let permit = match Arc::clone(&permits).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(TryAcquireError::Closed) => break,
+            Err(TryAcquireError::NoPermits) => tokio::select! {
+                biased;
+                _ = close.cancelled() => break,
+                _ = ctx.stop.cancelled() => { stopped = true; break }
+                permit = Arc::clone(&permits).acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
             },
         };
-        let event = tokio::select! {
-            biased;
-            _ = close.cancelled() => break,
-            _ = ctx.stop.cancelled() => { stopped = true; break }
-            event = next_event(&mut reader, ctx.options.idle_timeout) => event,
+        // Polling the reader once is safe to repeat: a frame is either returned or stays
+        // buffered, and a pending poll only registers the waker the `select!` registers again.
+        let ready = std::future::poll_fn(|cx| Poll::Ready(reader.poll_next_unpin(cx))).await;
+        let event = match ready {
+            Poll::Ready(next) => ReadEvent::from(next),
+            Poll::Pending => tokio::select! {
+                biased;
+                _ = close.cancelled() => break,
+                _ = ctx.stop.cancelled() => { stopped = true; break }
+                event = next_event(&mut reader, ctx.options.idle_timeout) => event,
+            },
         };
         match event {
             ReadEvent::Frame(cmd) if cmd.is_response() => {
@@ -900,6 +930,69 @@ mod tests {
         assert!(
             position(&reading_on, ("start", 8)) < position(&reading_on, ("resumed", 1)),
             "without the yield every request starts first: {reading_on:?}"
+        );
+    }
+
+    /// Answers at once, recording each request it ran.
+    struct Answers(Arc<Mutex<Vec<(&'static str, i32)>>>);
+
+    impl crate::RequestProcessor for Answers {
+        fn process(
+            &self,
+            _: &Channel,
+            request: RemotingCommand,
+        ) -> futures::future::BoxFuture<'static, Option<RemotingCommand>> {
+            self.0.lock().push(("ran", request.opaque));
+            Box::pin(std::future::ready(Some(RemotingCommand::response(0, None))))
+        }
+    }
+
+    /// A reader whose buffer holds many requests that all run inline never waits for the
+    /// socket, so only the cooperative budget makes it give the thread up: another task must
+    /// get to run before the last of them.
+    #[tokio::test]
+    async fn a_reader_with_a_full_buffer_of_inline_requests_lets_other_tasks_run() {
+        const REQUESTS: i32 = 1_000;
+        let mut ctx = crate::client::client_context(&crate::ClientConfig::default());
+        ctx.options.run_requests_inline = true;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let dispatcher = Dispatcher::default();
+        dispatcher.register(10, Arc::new(Answers(Arc::clone(&log))));
+        ctx.dispatcher = Arc::new(dispatcher);
+        let mut frames = BytesMut::new();
+        for opaque in 1..=REQUESTS {
+            let mut request = RemotingCommand::request(10);
+            request.opaque = opaque;
+            crate::codec::encode_frame(&request, &mut frames)
+                .unwrap_or_else(|e| panic!("encode: {e}"));
+        }
+        let (read_half, mut peer) = tokio::io::duplex(frames.len() + 1);
+        peer.write_all(&frames)
+            .await
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 10911));
+        let _channel = spawn_halves(read_half, Writes::default(), addr, addr, &ctx);
+        let other = Arc::clone(&log);
+        tokio::spawn(async move { other.lock().push(("other task", 0)) });
+        let done = ("ran", REQUESTS);
+        for _ in 0..1_000 {
+            if log.lock().contains(&done) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let seen = log.lock().clone();
+        ctx.close_all.cancel();
+        let at = |event| seen.iter().position(|e| *e == event);
+        let (Some(other), Some(last)) = (at(("other task", 0)), at(done)) else {
+            panic!(
+                "every request and the other task run: {} events",
+                seen.len()
+            );
+        };
+        assert!(
+            other < last,
+            "the other task ran after all {REQUESTS} requests"
         );
     }
 

@@ -12,6 +12,7 @@ use serde::de::{self, MapAccess, Visitor};
 
 use crate::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use crate::error::{ProtocolError, Result};
+use crate::header::json_scan::find_special;
 use crate::limits::MAX_EXT_FIELDS;
 
 /// Appends `cmd`'s header as fastjson would write it.
@@ -69,35 +70,38 @@ fn put_int(dst: &mut BytesMut, buf: &mut [u8; 20], v: i64) {
 }
 
 /// Writes a JSON string literal with fastjson's escaping (quotes, backslash, control characters).
+///
+/// Runs of plain bytes are found eight at a time ([`find_special`], the decoder's scan: the bytes
+/// that need escaping are exactly the ones that end a plain run there) and copied in one piece;
+/// header values are almost always plain, so most strings are one scan and one copy.
 pub(crate) fn put_str(dst: &mut BytesMut, s: &str) {
+    dst.reserve(s.len() + 2);
     dst.put_u8(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: Option<&[u8]> = match b {
-            b'"' => Some(b"\\\""),
-            b'\\' => Some(b"\\\\"),
-            b'\n' => Some(b"\\n"),
-            b'\r' => Some(b"\\r"),
-            b'\t' => Some(b"\\t"),
-            0x08 => Some(b"\\b"),
-            0x0c => Some(b"\\f"),
-            0x00..=0x1f => None,
-            _ => continue,
+    let mut rest = s.as_bytes();
+    while let Some(i) = find_special(rest) {
+        let (plain, tail) = rest.split_at(i);
+        dst.put_slice(plain);
+        let Some((&b, tail)) = tail.split_first() else {
+            break;
         };
-        dst.put_slice(&bytes[start..i]);
-        match esc {
-            Some(e) => dst.put_slice(e),
-            None => {
+        match b {
+            b'"' => dst.put_slice(b"\\\""),
+            b'\\' => dst.put_slice(b"\\\\"),
+            b'\n' => dst.put_slice(b"\\n"),
+            b'\r' => dst.put_slice(b"\\r"),
+            b'\t' => dst.put_slice(b"\\t"),
+            0x08 => dst.put_slice(b"\\b"),
+            0x0c => dst.put_slice(b"\\f"),
+            _ => {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 dst.put_slice(b"\\u00");
                 dst.put_u8(HEX[(b >> 4) as usize]);
                 dst.put_u8(HEX[(b & 0xf) as usize]);
             }
         }
-        start = i + 1;
+        rest = tail;
     }
-    dst.put_slice(&bytes[start..]);
+    dst.put_slice(rest);
     dst.put_u8(b'"');
 }
 
@@ -304,6 +308,40 @@ mod tests {
         let mut out = BytesMut::new();
         put_str(&mut out, "a\"b\\c\n\u{1}é");
         assert_eq!(&out[..], "\"a\\\"b\\\\c\\n\\u0001é\"".as_bytes());
+    }
+
+    /// fastjson's escaping written out one byte at a time (what `put_str` did before it scanned
+    /// eight bytes at a time).
+    fn put_str_bytewise(s: &str) -> Vec<u8> {
+        let mut out = vec![b'"'];
+        for &b in s.as_bytes() {
+            match b {
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x0c => out.extend_from_slice(b"\\f"),
+                0x00..=0x1f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+                _ => out.push(b),
+            }
+        }
+        out.push(b'"');
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn put_str_escapes_like_fastjson(s in r#"(.|[\\"\x00-\x1f]){0,40}"#) {
+            let mut out = BytesMut::new();
+            put_str(&mut out, &s);
+            proptest::prop_assert_eq!(&out[..], &put_str_bytewise(&s)[..]);
+            let back: String = serde_json::from_slice(&out).map_err(|e| {
+                proptest::test_runner::TestCaseError::fail(e.to_string())
+            })?;
+            proptest::prop_assert_eq!(back, s);
+        }
     }
 
     #[test]

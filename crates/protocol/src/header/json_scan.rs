@@ -98,7 +98,7 @@ pub(crate) fn decode(src: &[u8]) -> Option<RemotingCommand> {
 /// Index of the first byte that ends a run of plain string content: a quote, a backslash or a
 /// control character. Eight bytes per step (SWAR): strings are most of a header's bytes, and a
 /// byte-at-a-time loop over them was the largest cost left in decoding one.
-fn find_special(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn find_special(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut chunks = bytes.chunks_exact(8);
@@ -322,13 +322,20 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// Four hex digits after `\u`.
+    /// Four hex digits after `\u` (either case, nothing else: no sign, as JSON says).
+    /// Decoded by hand: message properties travel as one header value whose separators (\u0001,
+    /// \u0002) are escaped, so a send's header has about two of these per property.
     fn hex4(&mut self) -> Option<u32> {
-        let digits = self.text.get(self.pos..self.pos + 4)?;
-        let v = u32::from_str_radix(digits, 16).ok()?;
-        // from_str_radix accepts a leading '+'; JSON does not.
-        if digits.starts_with('+') {
-            return None;
+        let digits = self.bytes.get(self.pos..self.pos + 4)?;
+        let mut v = 0u32;
+        for &d in digits {
+            let nibble = match d {
+                b'0'..=b'9' => d - b'0',
+                b'a'..=b'f' => d - b'a' + 10,
+                b'A'..=b'F' => d - b'A' + 10,
+                _ => return None,
+            };
+            v = (v << 4) | u32::from(nibble);
         }
         self.pos += 4;
         Some(v)
@@ -454,6 +461,9 @@ mod tests {
             br#"{"code":1,"extFields":{"a":-0}}"#,
             br#"{"code":1,"extFields":{"a":"\ud800"}}"#,
             br#"{"code":1,"extFields":{"a":"\x"}}"#,
+            br#"{"code":1,"extFields":{"a":"\u+0e9"}}"#,
+            br#"{"code":1,"extFields":{"a":"\u00g9"}}"#,
+            br#"{"code":1,"extFields":{"a":"\u00e"}}"#,
             br#"{"code":1,"remark":"a
 b"}"#,
             b"{\"code\":1,\"remark\":\"\xff\"}",
@@ -468,6 +478,7 @@ b"}"#,
         for src in [
             &br#" { "code" : -5 , "extFields" : { "n" : -12 , "t" : true , "f" : false , "z" : null , "s" : "\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00" } , "remark" : null , "language" : null } "#[..],
             br#"{"code":1,"extFields":{}}"#,
+            br#"{"code":1,"extFields":{"u":"\u00E9\u00e9\uD83D\uDE00\u0001"}}"#,
             br#"{"code":1,"extFields":null}"#,
             br#"{}"#,
             br#"{"code":1,"extFields":{"a":"1","a":"2"}}"#,
