@@ -381,6 +381,10 @@ PY
     local f="$WORK/ceiling-dd.bin"
     dd if=/dev/zero of="$f" bs=1M count=2048 2>"$WORK/ceiling-dd.txt"
     rm -f "$f"
+    # Let the filesystem settle before the first workload: the writeback the dd started and the
+    # freeing of its blocks otherwise run under the first broker's start (session 13's run: its
+    # first send waited 57 ms for the store's first files, against 9-15 ms in every later one).
+    sync
     record ceiling - pagecache_mb_s "$(tail -1 "$WORK/ceiling-dd.txt" | python3 -c "
 import re, sys
 m = re.search(r'([0-9.,]+) ([kMG]?B)/s', sys.stdin.read())
