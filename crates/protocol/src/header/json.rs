@@ -52,21 +52,7 @@ fn itoa_buf() -> [u8; 20] {
 }
 
 fn put_int(dst: &mut BytesMut, buf: &mut [u8; 20], v: i64) {
-    let neg = v < 0;
-    let mut n = v.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if neg {
-        dst.put_u8(b'-');
-    }
-    dst.put_slice(&buf[i..]);
+    dst.put_slice(crate::headers::decimal(buf, v));
 }
 
 /// Writes a JSON string literal with fastjson's escaping (quotes, backslash, control characters).

@@ -123,23 +123,29 @@ macro_rules! numeric_header_value {
 /// in its header and its response three; `write!` through `core::fmt` cost ~200 instructions
 /// each, this a few dozen.
 fn write_decimal(out: &mut String, v: i64) {
-    let mut digits = [0u8; 20];
+    let mut buf = [0u8; 20];
+    for &d in decimal(&mut buf, v) {
+        out.push(char::from(d));
+    }
+}
+
+/// `v` in decimal, written at the end of `buf` (20 bytes hold `i64::MIN` with its sign).
+pub(crate) fn decimal(buf: &mut [u8; 20], v: i64) -> &[u8] {
     let mut n = v.unsigned_abs();
-    let mut at = digits.len();
+    let mut at = buf.len();
     loop {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
+        buf[at] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
     if v < 0 {
-        out.push('-');
+        at -= 1;
+        buf[at] = b'-';
     }
-    for &d in &digits[at..] {
-        out.push(char::from(d));
-    }
+    &buf[at..]
 }
 
 numeric_header_value!(i32 => Int, i64 => Long);
