@@ -17,9 +17,8 @@ use crate::limits::MAX_EXT_FIELDS;
 
 /// Appends `cmd`'s header as fastjson would write it.
 pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
-    let mut itoa = itoa_buf();
     dst.put_slice(b"{\"code\":");
-    put_int(dst, &mut itoa, cmd.code as i64);
+    put_int(dst, cmd.code as i64);
     if let Some(ext) = &cmd.ext_fields {
         dst.put_slice(b",\"extFields\":{");
         for (i, (k, v)) in ext.iter().enumerate() {
@@ -33,26 +32,23 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
         dst.put_u8(b'}');
     }
     dst.put_slice(b",\"flag\":");
-    put_int(dst, &mut itoa, cmd.flag as i64);
+    put_int(dst, cmd.flag as i64);
     dst.put_slice(b",\"language\":\"");
     dst.put_slice(cmd.language.name().as_bytes());
     dst.put_slice(b"\",\"opaque\":");
-    put_int(dst, &mut itoa, cmd.opaque as i64);
+    put_int(dst, cmd.opaque as i64);
     if let Some(remark) = &cmd.remark {
         dst.put_slice(b",\"remark\":");
         put_str(dst, remark);
     }
     dst.put_slice(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
-    put_int(dst, &mut itoa, cmd.version as i64);
+    put_int(dst, cmd.version as i64);
     dst.put_u8(b'}');
 }
 
-fn itoa_buf() -> [u8; 20] {
-    [0u8; 20]
-}
-
-fn put_int(dst: &mut BytesMut, buf: &mut [u8; 20], v: i64) {
-    dst.put_slice(crate::headers::decimal(buf, v));
+fn put_int(dst: &mut BytesMut, v: i64) {
+    let mut buf = [0u8; 20];
+    dst.put_slice(crate::headers::decimal(&mut buf, v));
 }
 
 /// Writes a JSON string literal with fastjson's escaping (quotes, backslash, control characters).
