@@ -30,9 +30,11 @@ pub struct Checkpoint {
     index_msg_timestamp: AtomicI64,
     master_flushed_offset: AtomicI64,
     confirm_phy_offset: AtomicI64,
-    /// [`Checkpoint::min_timestamp_index`] of what the file holds now (read at open, set after
-    /// each successful flush): an abnormal recovery after a crash starts at or after it.
+    /// [`Checkpoint::min_timestamp`] of what the file holds now (read at open, set after each
+    /// successful flush).
     persisted_min_timestamp: AtomicI64,
+    /// The index timestamp the file holds now.
+    persisted_index_timestamp: AtomicI64,
 }
 
 /// `min(physic, logics) − margin`, never below 0 (see [`Checkpoint::min_timestamp`]).
@@ -78,9 +80,8 @@ impl Checkpoint {
             index_msg_timestamp: AtomicI64::new(field(2)),
             master_flushed_offset: AtomicI64::new(field(3)),
             confirm_phy_offset: AtomicI64::new(field(4)),
-            persisted_min_timestamp: AtomicI64::new(
-                min_timestamp_of(field(0), field(1)).min(field(2)),
-            ),
+            persisted_min_timestamp: AtomicI64::new(min_timestamp_of(field(0), field(1))),
+            persisted_index_timestamp: AtomicI64::new(field(2)),
         })
     }
 
@@ -163,18 +164,24 @@ impl Checkpoint {
             .sync_data()
             .map_err(|e| StoreError::io(&self.path, e))?;
         let [physic, logics, index, ..] = values;
-        self.persisted_min_timestamp.store(
-            min_timestamp_of(physic, logics).min(index),
-            Ordering::Release,
-        );
+        self.persisted_min_timestamp
+            .store(min_timestamp_of(physic, logics), Ordering::Release);
+        self.persisted_index_timestamp
+            .store(index, Ordering::Release);
         Ok(())
     }
 
-    /// [`Checkpoint::min_timestamp_index`] as the file holds it: an abnormal recovery after a
-    /// crash now would verify the CommitLog from the newest segment stored at or before it (or,
-    /// without `messageIndexSafe`, from that one or a later one).
-    pub fn persisted_min_timestamp(&self) -> i64 {
-        self.persisted_min_timestamp.load(Ordering::Acquire)
+    /// The timestamp an abnormal recovery after a crash now would verify the CommitLog from
+    /// (the newest segment stored at or before it): [`Checkpoint::min_timestamp`] as the file
+    /// holds it, and with `messageIndexSafe` also bounded by the index timestamp
+    /// ([`Checkpoint::min_timestamp_index`]), as recovery chooses.
+    pub fn persisted_min_timestamp(&self, message_index_safe: bool) -> i64 {
+        let min = self.persisted_min_timestamp.load(Ordering::Acquire);
+        if message_index_safe {
+            min.min(self.persisted_index_timestamp.load(Ordering::Acquire))
+        } else {
+            min
+        }
     }
 }
 
@@ -193,13 +200,22 @@ mod tests {
         cp.set_logics_msg_timestamp(8_000); // never moves back
         cp.set_index_msg_timestamp(5_000);
         cp.set_confirm_phy_offset(77);
-        assert_eq!(cp.persisted_min_timestamp(), 0, "nothing flushed yet");
+        assert_eq!(cp.persisted_min_timestamp(true), 0, "nothing flushed yet");
         cp.flush()?;
         assert_eq!(cp.min_timestamp(), 6_000);
         assert_eq!(cp.min_timestamp_index(), 5_000);
-        assert_eq!(cp.persisted_min_timestamp(), 5_000);
+        assert_eq!(cp.persisted_min_timestamp(true), 5_000);
+        assert_eq!(
+            cp.persisted_min_timestamp(false),
+            6_000,
+            "without messageIndexSafe the index does not bound recovery"
+        );
         cp.set_index_msg_timestamp(7_000);
-        assert_eq!(cp.persisted_min_timestamp(), 5_000, "only a flush persists");
+        assert_eq!(
+            cp.persisted_min_timestamp(true),
+            5_000,
+            "only a flush persists"
+        );
         drop(cp);
         let raw = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
         assert_eq!(raw.len(), CHECKPOINT_FILE_SIZE);
@@ -209,7 +225,8 @@ mod tests {
         assert_eq!(cp.logics_msg_timestamp(), 9_000);
         assert_eq!(cp.index_msg_timestamp(), 5_000);
         assert_eq!(cp.confirm_phy_offset(), 77);
-        assert_eq!(cp.persisted_min_timestamp(), 5_000, "read back at open");
+        assert_eq!(cp.persisted_min_timestamp(true), 5_000, "read back at open");
+        assert_eq!(cp.persisted_min_timestamp(false), 6_000);
         Ok(())
     }
 }

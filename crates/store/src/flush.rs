@@ -398,9 +398,20 @@ pub trait DispatchProgress: Send + Sync {
 }
 
 /// Periodically flushes ConsumeQueues and the index, then persists the checkpoint.
+///
+/// The newest IndexFile is flushed on this period only under `messageIndexSafe`, when recovery
+/// relies on the index timestamp; otherwise, as in RocketMQ, an IndexFile is flushed once it is
+/// full and at shutdown. Its hash slots are written all over its 20 MB: an msync every second
+/// wrote back and write-protected thousands of slot pages, each cleaned page costing the dispatch
+/// path a write fault and the CPUs running the broker a TLB shoot-down (BENCHMARKS.md, session
+/// 14). A process crash loses nothing either way (the page cache keeps the mapping's writes);
+/// after a power loss, entries the kernel had not yet written back are missing from the index,
+/// as in RocketMQ without `messageIndexSafe`.
 pub struct FlushConsumeQueueService {
     queues: Arc<ConsumeQueueTable>,
     index: Option<Arc<RwLock<IndexService>>>,
+    /// `messageIndexSafe`: flush the newest IndexFile on the period too.
+    message_index_safe: bool,
     checkpoint: Arc<Checkpoint>,
     progress: Arc<dyn DispatchProgress>,
     interval: Duration,
@@ -427,6 +438,7 @@ impl FlushConsumeQueueService {
         Arc::new(Self {
             queues,
             index,
+            message_index_safe: config.message_index_safe,
             checkpoint,
             progress,
             interval: config.flush_interval_consume_queue,
@@ -439,6 +451,7 @@ impl FlushConsumeQueueService {
         let me = Arc::clone(self);
         self.state.spawn("comet-cq-flush", move || {
             while !me.state.is_stopped() {
+                me.prepare_index_standby();
                 me.waker.wait(me.interval);
                 if let Err(e) = me.flush_once() {
                     tracing::error!(error = %e, "consume queue flush failed");
@@ -447,33 +460,148 @@ impl FlushConsumeQueueService {
         })
     }
 
-    /// Flushes all ConsumeQueues and the index, then writes the checkpoint.
+    /// The periodic flush: all ConsumeQueues, the full IndexFiles (and the newest one under
+    /// `messageIndexSafe`), then the checkpoint.
     pub fn flush_once(&self) -> Result<(), StoreError> {
+        self.flush(self.message_index_safe)
+    }
+
+    /// Flushes all ConsumeQueues and every IndexFile, then writes the checkpoint (shutdown, and
+    /// an explicit flush of the store).
+    pub fn flush_all(&self) -> Result<(), StoreError> {
+        self.flush(true)
+    }
+
+    fn flush(&self, newest_index_file: bool) -> Result<(), StoreError> {
         let ts = self.progress.last_dispatched_store_timestamp();
         // Neither flush holds the locks dispatch appends under while it waits for the disk.
         self.queues.flush()?;
-        if let Some(index) = &self.index {
-            let handles = index.read().flush_handles();
-            for handle in handles {
-                handle.flush()?;
+        // The index timestamp says how far the index is durable.
+        let index_ts = match &self.index {
+            Some(index) => {
+                let (handles, full_files_end) = index.read().flush_handles(newest_index_file);
+                for handle in handles {
+                    handle.flush()?;
+                }
+                if newest_index_file {
+                    ts
+                } else {
+                    full_files_end
+                }
             }
-        }
+            None => ts,
+        };
         if ts > 0 {
             self.checkpoint.set_logics_msg_timestamp(ts);
-            self.checkpoint.set_index_msg_timestamp(ts);
+        }
+        if index_ts > 0 {
+            self.checkpoint.set_index_msg_timestamp(index_ts);
         }
         self.checkpoint.flush()
     }
 
-    /// Stops the thread (the caller does the final `flush_once`).
+    /// Makes the next IndexFile ahead of the roll if one is due (see `index_service.rs`), with
+    /// no lock held while the file is created.
+    pub fn prepare_index_standby(&self) {
+        let Some(index) = &self.index else {
+            return;
+        };
+        let plan = {
+            let index = index.read();
+            if !index.standby_due() {
+                return;
+            }
+            index.standby().plan()
+        };
+        if let Some(plan) = plan
+            && let Err(e) = plan.make()
+        {
+            tracing::warn!(error = %e, "cannot make the next index file ahead; the roll will");
+        }
+    }
+
+    /// Stops the thread (the caller does the final `flush_once`) and deletes an unused standby
+    /// IndexFile.
     pub fn shutdown(&self) {
         self.state.stop(&self.waker);
+        if let Some(index) = &self.index
+            && let Err(e) = index.read().standby().discard()
+        {
+            tracing::warn!(error = %e, "cannot delete the unused index file made ahead");
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct FixedProgress(i64);
+
+    impl DispatchProgress for FixedProgress {
+        fn last_dispatched_store_timestamp(&self) -> i64 {
+            self.0
+        }
+    }
+
+    /// The periodic flush leaves the newest IndexFile to the kernel (and its timestamp out of
+    /// the checkpoint) unless `messageIndexSafe`; full files and the final flush take it all.
+    #[test]
+    fn the_newest_index_file_is_flushed_periodically_only_when_index_safe() {
+        use crate::index_service::IndexConfig;
+        for safe in [false, true] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut config = MessageStoreConfig::with_root(dir.path());
+            config.message_index_safe = safe;
+            let cfg = IndexConfig {
+                max_hash_slot_num: 8,
+                max_index_num: 3,
+            };
+            let index = Arc::new(RwLock::new(
+                IndexService::open(dir.path(), cfg).expect("index"),
+            ));
+            let checkpoint =
+                Arc::new(Checkpoint::open(&dir.path().join("checkpoint")).expect("checkpoint"));
+            let service = FlushConsumeQueueService::new(
+                &config,
+                Arc::new(ConsumeQueueTable::new(dir.path(), 1000)),
+                Some(Arc::clone(&index)),
+                Arc::clone(&checkpoint),
+                Arc::new(FixedProgress(9_000)),
+            );
+            let put = |i: i64| {
+                index
+                    .write()
+                    .put("T", &[format!("k{i}").as_str()], i * 100, i * 1000)
+                    .expect("put");
+            };
+            put(1);
+            service.flush_once().expect("flush");
+            assert_eq!(checkpoint.logics_msg_timestamp(), 9_000);
+            let newest_dirty = index.read().flush_handles(true).0.len();
+            if safe {
+                assert_eq!(checkpoint.index_msg_timestamp(), 9_000, "safe: flushed");
+                assert_eq!(newest_dirty, 0);
+            } else {
+                assert_eq!(checkpoint.index_msg_timestamp(), 0, "nothing durable yet");
+                assert_eq!(newest_dirty, 1, "the newest file is left dirty");
+            }
+            // Two entries fill a file: the next put rolls, and the full file is flushed.
+            put(2);
+            put(3);
+            assert_eq!(index.read().files().len(), 2);
+            service.flush_once().expect("flush");
+            let (handles, full_end) = index.read().flush_handles(false);
+            assert!(handles.is_empty(), "the full file was flushed");
+            assert_eq!(full_end, 2_000);
+            let expected = if safe { 9_000 } else { 2_000 };
+            assert_eq!(checkpoint.index_msg_timestamp(), expected);
+            // The final flush takes the newest file too.
+            service.flush_all().expect("flush all");
+            assert!(index.read().flush_handles(true).0.is_empty());
+            assert_eq!(checkpoint.index_msg_timestamp(), 9_000);
+        }
+    }
 
     /// Under ASYNC_FLUSH an append asks for a flush once `least_pages` are dirty, unless the flush
     /// is timed: then only the interval runs it. Observed through the waker, with no thread

@@ -309,6 +309,20 @@ impl IndexFile {
             .map_err(|e| StoreError::io(path, e))
     }
 
+    /// Sets an empty file's span to start (and end) where the previous file ended, as
+    /// [`IndexFile::create`] does; used when a file made ahead becomes the newest.
+    pub fn start_at(&mut self, end_phy_offset: i64, end_timestamp: i64) {
+        debug_assert_eq!(self.entry_count(), 0, "only an empty file can be restarted");
+        if self.entry_count() != 0 {
+            return;
+        }
+        self.header.begin_timestamp = end_timestamp;
+        self.header.end_timestamp = end_timestamp;
+        self.header.begin_phy_offset = end_phy_offset;
+        self.header.end_phy_offset = end_phy_offset;
+        self.write_header();
+    }
+
     /// Path of the file.
     pub fn path(&self) -> &Path {
         &self.path

@@ -9,9 +9,25 @@
 //! Entries are added in CommitLog order by the dispatcher, so each file covers a contiguous range
 //! of CommitLog offsets and a message that is dispatched again during recovery (offset not past
 //! the newest file's `endPhyOffset`) is skipped, which makes re-dispatch idempotent.
+//!
+//! Creating a file (a 420 MB sparse file, its inode, its mapping) is filesystem metadata work that
+//! can wait on the journal for tens of milliseconds while the disk is busy, and a roll happens on
+//! the dispatch path, which the sends of a broker wait for. So the next file is made ahead, off
+//! that path: when the store has no file yet or the newest is nearly full, the ConsumeQueue flush
+//! thread (started with the store, before the broker listens) makes a *standby* file through the
+//! service's [`Standby`] hand-off, and the roll takes it; a roll that finds the file still being
+//! made waits for it (at most [`STANDBY_WAIT`]) rather than making a second one beside it. The
+//! first send to a fresh broker then finds its IndexFile made, or nearly. A standby is not one of
+//! the service's files until the roll takes it; a clean shutdown deletes an unused one, and one
+//! left by a crash opens as an empty newest file, whose header [`IndexService::open`] starts where
+//! the file before it ended, as a roll would have.
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
 
 use crate::error::StoreError;
 use crate::index_file::{
@@ -22,6 +38,10 @@ use crate::index_file::{
 pub const INDEX_DIR: &str = "index";
 /// Length of an IndexFile name (`yyyyMMddHHmmssSSS`).
 pub const INDEX_FILE_NAME_LEN: usize = 17;
+/// Fill (in percent of `maxIndexNum`) of the newest file from which its successor is made ahead.
+pub const STANDBY_FILL_PERCENT: usize = 90;
+/// Longest a roll waits for a standby being made before it makes its own file.
+pub const STANDBY_WAIT: Duration = Duration::from_secs(1);
 
 /// Geometry of the IndexFiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +128,177 @@ pub struct IndexService {
     cfg: IndexConfig,
     /// Oldest first.
     files: Vec<IndexFile>,
+    /// The next file, made ahead of the roll by another thread.
+    standby: Arc<Standby>,
+}
+
+/// The hand-off of a file made ahead between the thread that makes it and the roll. It also
+/// chooses the names of new files, so that a file made ahead and one a roll makes itself never
+/// share a name and always order after the files before them.
+#[derive(Debug)]
+pub struct Standby {
+    dir: PathBuf,
+    cfg: IndexConfig,
+    state: Mutex<StandbyState>,
+    made: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct StandbyState {
+    /// The file made ahead; never holds entries.
+    file: Option<IndexFile>,
+    /// A [`StandbyPlan`] is out: its file is being made.
+    making: bool,
+    /// Name of the service's newest file.
+    newest: Option<String>,
+    /// The name last handed to a plan.
+    reserved: Option<String>,
+}
+
+impl StandbyState {
+    /// A name for a new file: the local time now, bumped past the newest file's and the reserved
+    /// name, so names stay unique and increasing even within one millisecond or if the clock
+    /// steps back.
+    fn next_name(&self) -> String {
+        let candidate = time_millis_to_file_name(now_millis());
+        let Some(last) = [&self.newest, &self.reserved]
+            .into_iter()
+            .flatten()
+            .max_by_key(|n| name_order(n))
+        else {
+            return candidate;
+        };
+        if name_order(&candidate) > name_order(last) {
+            return candidate;
+        }
+        match last.parse::<u64>().ok().and_then(|n| n.checked_add(1)) {
+            Some(n) => format!("{n:0width$}", width = last.len()),
+            None => format!("{last}0"),
+        }
+    }
+}
+
+/// A standby file to make, with no lock held: its name was chosen (and reserved) by
+/// [`Standby::plan`]. Dropping a plan unmade lets a waiting roll go on.
+#[derive(Debug)]
+pub struct StandbyPlan {
+    standby: Arc<Standby>,
+    path: PathBuf,
+    open: bool,
+}
+
+impl StandbyPlan {
+    /// Path of the file to make.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes the (empty, sparse) file and hands it to the next roll; slow when the filesystem
+    /// is, which is why a background thread calls it. The file is deleted instead when a roll
+    /// could not wait for it.
+    pub fn make(mut self) -> Result<(), StoreError> {
+        let made = self.create();
+        let mut state = self.standby.state.lock();
+        state.making = false;
+        self.open = false;
+        self.standby.made.notify_all();
+        let file = made?;
+        let next = state.file.is_none()
+            && state
+                .newest
+                .as_ref()
+                .is_none_or(|newest| name_order(&file.name()) > name_order(newest));
+        if next {
+            tracing::debug!(path = %file.path().display(), "index file made ahead");
+            state.file = Some(file);
+            return Ok(());
+        }
+        drop(state);
+        file.destroy()
+    }
+
+    fn create(&self) -> Result<IndexFile, StoreError> {
+        let cfg = self.standby.cfg;
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+        }
+        IndexFile::create(&self.path, cfg.max_hash_slot_num, cfg.max_index_num, 0, 0)
+    }
+}
+
+impl Drop for StandbyPlan {
+    fn drop(&mut self) {
+        if self.open {
+            self.standby.state.lock().making = false;
+            self.standby.made.notify_all();
+        }
+    }
+}
+
+impl Standby {
+    fn new(dir: PathBuf, cfg: IndexConfig, newest: Option<String>) -> Self {
+        Standby {
+            dir,
+            cfg,
+            state: Mutex::new(StandbyState {
+                newest,
+                ..StandbyState::default()
+            }),
+            made: Condvar::new(),
+        }
+    }
+
+    /// A plan to make the next file, unless one is ready or being made. The caller checks first
+    /// that one is due ([`IndexService::standby_due`]).
+    pub fn plan(self: &Arc<Self>) -> Option<StandbyPlan> {
+        let mut state = self.state.lock();
+        if state.file.is_some() || state.making {
+            return None;
+        }
+        let name = state.next_name();
+        state.reserved = Some(name.clone());
+        state.making = true;
+        Some(StandbyPlan {
+            standby: Arc::clone(self),
+            path: self.dir.join(name),
+            open: true,
+        })
+    }
+
+    /// Whether a file made ahead is ready for the next roll.
+    pub fn is_ready(&self) -> bool {
+        self.state.lock().file.is_some()
+    }
+
+    /// Deletes an unused file made ahead (at shutdown), so that it does not open as a file.
+    pub fn discard(&self) -> Result<(), StoreError> {
+        let file = self.state.lock().file.take();
+        match file {
+            Some(file) => file.destroy(),
+            None => Ok(()),
+        }
+    }
+
+    /// The file for a roll: the one made ahead, waiting up to `wait` for one being made; else
+    /// the name the roll's own file takes.
+    fn take(&self, wait: Duration) -> Result<IndexFile, String> {
+        let deadline = Instant::now() + wait;
+        let mut state = self.state.lock();
+        while state.file.is_none() && state.making {
+            if self.made.wait_until(&mut state, deadline).timed_out() {
+                tracing::warn!("the index file made ahead is late; the roll makes its own");
+                break;
+            }
+        }
+        match state.file.take() {
+            Some(file) => Ok(file),
+            None => Err(state.next_name()),
+        }
+    }
+
+    fn set_newest(&self, name: String) {
+        self.state.lock().newest = Some(name);
+    }
 }
 
 impl std::fmt::Debug for IndexService {
@@ -157,7 +348,29 @@ impl IndexService {
                 cfg.max_index_num,
             )?);
         }
-        Ok(IndexService { dir, cfg, files })
+        // An empty newest file (a standby left by a crash, or a roll with no entry yet) starts
+        // where the file before it ended, as a roll sets it.
+        if let [.., previous, last] = files.as_mut_slice()
+            && last.entry_count() == 0
+        {
+            let end = previous.header();
+            let (end_phy, end_ts) = (end.end_phy_offset, end.end_timestamp);
+            let header = last.header();
+            if header.begin_phy_offset != end_phy || header.begin_timestamp != end_ts {
+                last.start_at(end_phy, end_ts);
+            }
+        }
+        let standby = Arc::new(Standby::new(
+            dir.clone(),
+            cfg,
+            files.last().map(IndexFile::name),
+        ));
+        Ok(IndexService {
+            dir,
+            cfg,
+            files,
+            standby,
+        })
     }
 
     /// The geometry in use.
@@ -170,36 +383,45 @@ impl IndexService {
         &self.files
     }
 
-    /// A name for a new file: the local time now, bumped past the newest existing name so names
-    /// stay unique and increasing even within one millisecond or if the clock steps back.
-    fn next_file_name(&self) -> String {
-        let candidate = time_millis_to_file_name(now_millis());
-        let Some(last) = self.files.last().map(IndexFile::name) else {
-            return candidate;
-        };
-        if name_order(&candidate) > name_order(&last) {
-            return candidate;
-        }
-        match last.parse::<u64>().ok().and_then(|n| n.checked_add(1)) {
-            Some(n) => format!("{n:0width$}", width = last.len()),
-            None => format!("{last}0"),
-        }
+    /// Whether the next file should be made ahead now: the store has no file yet or the newest
+    /// is [`STANDBY_FILL_PERCENT`] full.
+    pub fn standby_due(&self) -> bool {
+        let fill_due = self.cfg.max_index_num.saturating_mul(STANDBY_FILL_PERCENT) / 100;
+        self.files
+            .last()
+            .is_none_or(|f| f.entry_count() >= fill_due)
+    }
+
+    /// The hand-off through which another thread makes the next file ahead.
+    pub fn standby(&self) -> Arc<Standby> {
+        Arc::clone(&self.standby)
     }
 
     fn roll(&mut self) -> Result<(), StoreError> {
-        fs::create_dir_all(&self.dir).map_err(|e| StoreError::io(&self.dir, e))?;
         let (end_phy, end_ts) = self.files.last().map_or((0, 0), |f| {
             (f.header().end_phy_offset, f.header().end_timestamp)
         });
-        let path = self.dir.join(self.next_file_name());
-        let file = IndexFile::create(
-            &path,
-            self.cfg.max_hash_slot_num,
-            self.cfg.max_index_num,
-            end_phy,
-            end_ts,
-        )?;
-        tracing::info!(path = %path.display(), "created index file");
+        let file = match self.standby.take(STANDBY_WAIT) {
+            Ok(mut file) => {
+                file.start_at(end_phy, end_ts);
+                tracing::info!(path = %file.path().display(), "rolled to the index file made ahead");
+                file
+            }
+            Err(name) => {
+                fs::create_dir_all(&self.dir).map_err(|e| StoreError::io(&self.dir, e))?;
+                let path = self.dir.join(name);
+                let file = IndexFile::create(
+                    &path,
+                    self.cfg.max_hash_slot_num,
+                    self.cfg.max_index_num,
+                    end_phy,
+                    end_ts,
+                )?;
+                tracing::info!(path = %path.display(), "created index file");
+                file
+            }
+        };
+        self.standby.set_newest(file.name());
         self.files.push(file);
         Ok(())
     }
@@ -332,13 +554,24 @@ impl IndexService {
         Ok(deleted)
     }
 
-    /// The flushes of every file changed since the last flush, to run without the service's
-    /// lock (see [`IndexFile::flush_handle`]).
-    pub fn flush_handles(&self) -> Vec<IndexFlush> {
-        self.files
-            .iter()
-            .filter_map(IndexFile::flush_handle)
-            .collect()
+    /// The flushes of the files changed since the last flush, to run without the service's lock
+    /// (see [`IndexFile::flush_handle`]): the full ones, and the newest too when `newest` is set.
+    /// Also returns the end timestamp of the newest full file (0 without one), up to which the
+    /// index is durable once the full files are flushed.
+    pub fn flush_handles(&self, newest: bool) -> (Vec<IndexFlush>, i64) {
+        let full = self.files.len().saturating_sub(1);
+        let files = if newest {
+            &self.files[..]
+        } else {
+            &self.files[..full]
+        };
+        let full_end = self.files[..full]
+            .last()
+            .map_or(0, |f| f.header().end_timestamp);
+        (
+            files.iter().filter_map(IndexFile::flush_handle).collect(),
+            full_end,
+        )
     }
 
     /// Flushes every file changed since the last flush.

@@ -427,6 +427,7 @@ impl MessageStore {
             move || dispatch_position.reput_from_offset(),
             Arc::clone(&checkpoint),
             config.commit_log_page_cache_bytes,
+            config.message_index_safe,
         );
 
         let store = Arc::new(Self {
@@ -1110,7 +1111,7 @@ impl MessageStore {
     /// Flushes the CommitLog, ConsumeQueues, index and checkpoint now.
     pub fn flush(&self) -> Result<i64, StoreError> {
         let flushed = self.flusher.flush_all()?;
-        self.cq_flusher.flush_once()?;
+        self.cq_flusher.flush_all()?;
         Ok(flushed)
     }
 
@@ -1178,12 +1179,12 @@ impl MessageStore {
                 end,
                 "dispatch incomplete at shutdown; leaving the abort file for recovery"
             );
-            self.cq_flusher.flush_once()?;
+            self.cq_flusher.flush_all()?;
             *done = true;
             self.lock_file.lock().take();
             return Ok(());
         }
-        self.cq_flusher.flush_once()?;
+        self.cq_flusher.flush_all()?;
         let abort = self.config.abort_path();
         match std::fs::remove_file(&abort) {
             Ok(()) => {}

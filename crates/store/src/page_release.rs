@@ -139,6 +139,8 @@ pub struct PageReleaseService {
     page_cache_bytes: u64,
     /// Bounds the eviction: what a crash recovery would read again stays cached.
     checkpoint: Arc<Checkpoint>,
+    /// `messageIndexSafe`: the index timestamp also bounds where that recovery starts.
+    message_index_safe: bool,
     /// CommitLog offset below which the page cache was already dropped.
     evicted_to: AtomicI64,
     state: ServiceState,
@@ -158,6 +160,7 @@ impl PageReleaseService {
         dispatched: impl Fn() -> i64 + Send + Sync + 'static,
         checkpoint: Arc<Checkpoint>,
         page_cache_bytes: u64,
+        message_index_safe: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
             commit_log,
@@ -166,6 +169,7 @@ impl PageReleaseService {
             dispatched: Box::new(dispatched),
             page_cache_bytes,
             checkpoint,
+            message_index_safe,
             evicted_to: AtomicI64::new(0),
             state: ServiceState::default(),
         })
@@ -244,7 +248,11 @@ impl PageReleaseService {
         if self.page_cache_bytes == 0 {
             return 0;
         }
-        let start = abnormal_start(files, self.checkpoint.persisted_min_timestamp());
+        let start = abnormal_start(
+            files,
+            self.checkpoint
+                .persisted_min_timestamp(self.message_index_safe),
+        );
         files.get(start).map_or(0, |f| f.file_from_offset())
     }
 
@@ -494,7 +502,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("checkpoint: {e}"));
         let files = store.commit_log().mapped_file_queue().files();
         assert_eq!(
-            abnormal_start(&files, checkpoint.persisted_min_timestamp()),
+            abnormal_start(&files, checkpoint.persisted_min_timestamp(false)),
             files.len() - 1,
             "the segment being appended to is where a recovery would start"
         );

@@ -712,6 +712,174 @@ fn index_truncate_and_delete_expired() -> TestResult {
     Ok(())
 }
 
+/// Makes the next file ahead, as the ConsumeQueue flush thread does; returns its path.
+fn make_standby(index: &IndexService) -> Result<std::path::PathBuf, StoreError> {
+    if !index.standby_due() {
+        return Err(StoreError::Config("no standby is due".into()));
+    }
+    let plan = index
+        .standby()
+        .plan()
+        .ok_or_else(|| StoreError::Config("a standby is ready or being made".into()))?;
+    let path = plan.path().to_path_buf();
+    plan.make()?;
+    Ok(path)
+}
+
+fn file_paths(index: &IndexService) -> Vec<std::path::PathBuf> {
+    index
+        .files()
+        .iter()
+        .map(|f| f.path().to_path_buf())
+        .collect()
+}
+
+fn put_one(index: &mut IndexService, i: i64) -> TestResult {
+    index.put(
+        TOPIC,
+        &[format!("k{i}").as_str()],
+        i * 100,
+        1_700_000_000_000 + i * 1000,
+    )
+}
+
+#[test]
+fn index_rolls_into_the_file_made_ahead() -> TestResult {
+    let dir = tmp();
+    let mut index = IndexService::open(dir.path(), small_index())?;
+    // A fresh store: the first file is due at once, and one standby at a time.
+    let first = make_standby(&index)?;
+    assert!(index.standby().is_ready());
+    assert!(index.standby().plan().is_none(), "one standby at a time");
+    assert!(
+        index.files().is_empty(),
+        "a standby is not a file of the index"
+    );
+    assert!(index.query(TOPIC, "k0", 10, 0, i64::MAX).is_empty());
+    put_one(&mut index, 0)?;
+    assert_eq!(
+        file_paths(&index),
+        vec![first.clone()],
+        "the put used the file made ahead"
+    );
+    assert!(!index.standby().is_ready());
+    // Not due again until the newest file is 90 % full (all 4 of its entries here).
+    for i in 1..4 {
+        assert!(!index.standby_due(), "due at {i} entries");
+        put_one(&mut index, i)?;
+    }
+    let second = make_standby(&index)?;
+    put_one(&mut index, 4)?;
+    assert_eq!(file_paths(&index), vec![first, second]);
+    let header = *index.files()[1].header();
+    assert_eq!(
+        header.begin_phy_offset, 400,
+        "the first entry sets the span"
+    );
+    assert_eq!(header.begin_timestamp, 1_700_000_004_000);
+    assert_eq!(index.query(TOPIC, "k4", 10, 0, i64::MAX), vec![400]);
+    assert_eq!(index.query(TOPIC, "k2", 10, 0, i64::MAX), vec![200]);
+    Ok(())
+}
+
+#[test]
+fn a_roll_waits_for_the_file_being_made() -> TestResult {
+    let dir = tmp();
+    let mut index = IndexService::open(dir.path(), small_index())?;
+    let plan = index
+        .standby()
+        .plan()
+        .ok_or_else(|| StoreError::Config("a standby is due".into()))?;
+    let planned = plan.path().to_path_buf();
+    // The file is made on another thread, before or while the roll waits: either way the roll
+    // takes it and makes no second file.
+    let maker = std::thread::spawn(move || plan.make());
+    put_one(&mut index, 0)?;
+    maker
+        .join()
+        .map_err(|_| StoreError::Config("maker panicked".into()))??;
+    assert_eq!(file_paths(&index), vec![planned]);
+    let names = fs::read_dir(dir.path().join(INDEX_DIR)).map_err(io(dir.path()))?;
+    assert_eq!(names.count(), 1, "one file on disk");
+    Ok(())
+}
+
+#[test]
+fn a_roll_that_cannot_wait_names_its_file_past_the_late_one() -> TestResult {
+    let dir = tmp();
+    let mut index = IndexService::open(dir.path(), small_index())?;
+    let plan = index
+        .standby()
+        .plan()
+        .ok_or_else(|| StoreError::Config("a standby is due".into()))?;
+    let late = plan.path().to_path_buf();
+    // Nobody makes the planned file: the roll waits out STANDBY_WAIT, then makes its own.
+    put_one(&mut index, 0)?;
+    assert_eq!(index.files().len(), 1);
+    let own = index.files()[0].name();
+    let reserved = late.file_name().map(|n| n.to_string_lossy().into_owned());
+    assert!(
+        Some(own.as_str()) > reserved.as_deref(),
+        "{own} is past {reserved:?}"
+    );
+    // The late file, made after all, is deleted rather than kept as a standby.
+    plan.make()?;
+    assert!(!late.exists());
+    assert!(!index.standby().is_ready());
+    assert_eq!(index.query(TOPIC, "k0", 10, 0, i64::MAX), vec![0]);
+    Ok(())
+}
+
+#[test]
+fn a_standby_left_by_a_crash_opens_as_an_empty_newest_file() -> TestResult {
+    let dir = tmp();
+    let mut index = IndexService::open(dir.path(), small_index())?;
+    for i in 0..4 {
+        put_one(&mut index, i)?;
+    }
+    let standby = make_standby(&index)?;
+    // A crash: no discard; the standby's header still says 0.
+    drop(index);
+    let mut index = IndexService::open(dir.path(), small_index())?;
+    assert_eq!(index.files().len(), 2);
+    assert_eq!(index.files()[1].path(), standby.as_path());
+    let header = *index.files()[1].header();
+    assert_eq!(
+        (
+            header.begin_phy_offset,
+            header.end_phy_offset,
+            header.begin_timestamp
+        ),
+        (300, 300, 1_700_000_003_000),
+        "the empty newest file starts where the one before ended"
+    );
+    assert_eq!(
+        index.max_physical_offset(),
+        300,
+        "recovery sees the index's true end"
+    );
+    assert!(
+        !index.standby_due(),
+        "the empty newest file is the next one"
+    );
+    assert_eq!(index.query(TOPIC, "k3", 10, 0, i64::MAX), vec![300]);
+    put_one(&mut index, 4)?;
+    assert_eq!(
+        index.files().len(),
+        2,
+        "the left standby takes the next entry"
+    );
+    assert_eq!(index.query(TOPIC, "k4", 10, 0, i64::MAX), vec![400]);
+    // A clean shutdown deletes an unused standby instead.
+    for i in 5..8 {
+        put_one(&mut index, i)?;
+    }
+    let unused = make_standby(&index)?;
+    index.standby().discard()?;
+    assert!(!unused.exists());
+    Ok(())
+}
+
 #[test]
 fn index_default_file_is_sparse() -> TestResult {
     use std::os::unix::fs::MetadataExt;

@@ -507,6 +507,64 @@ async fn queries_by_time_and_key() {
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Names of the files in the store's index directory, sorted.
+fn index_file_names(root: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root.join("index"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_index_file_is_made_before_the_first_send() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = open(dir.path(), FlushDiskType::AsyncFlush);
+    // The ConsumeQueue flush thread makes the file as the store starts, before any put.
+    let deadline = Instant::now() + WAIT;
+    while index_file_names(dir.path()).is_empty() {
+        assert!(Instant::now() < deadline, "no index file made ahead");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let made = index_file_names(dir.path());
+    assert_eq!(made.len(), 1);
+    let r = store
+        .put_message(message("Q", 0, "m".to_owned(), None, Some("key-1")))
+        .await;
+    assert_eq!(r.status, PutMessageStatus::PutOk);
+    assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
+    assert_eq!(
+        index_file_names(dir.path()),
+        made,
+        "the first put used the file made ahead"
+    );
+    assert_eq!(
+        store
+            .query_message("Q", "key-1", 10, 0, i64::MAX)
+            .messages
+            .len(),
+        1
+    );
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(index_file_names(dir.path()), made, "a used file stays");
+
+    // A store shut down before its first put leaves no empty index file behind.
+    let fresh = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = open(fresh.path(), FlushDiskType::AsyncFlush);
+    let deadline = Instant::now() + WAIT;
+    while index_file_names(fresh.path()).is_empty() {
+        assert!(Instant::now() < deadline, "no index file made ahead");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+    assert!(index_file_names(fresh.path()).is_empty());
+}
+
 /// Records, per arrival, the time since the matching put started.
 struct LatencyListener {
     started: Mutex<Vec<Instant>>,
