@@ -381,9 +381,6 @@ PY
     local f="$WORK/ceiling-dd.bin"
     dd if=/dev/zero of="$f" bs=1M count=2048 2>"$WORK/ceiling-dd.txt"
     rm -f "$f"
-    # Let the filesystem settle before the first workload: the writeback the dd started and the
-    # freeing of its blocks otherwise run under the first broker's start (session 13's run: its
-    # first send waited 57 ms for the store's first files, against 9-15 ms in every later one).
     sync
     record ceiling - pagecache_mb_s "$(tail -1 "$WORK/ceiling-dd.txt" | python3 -c "
 import re, sys
@@ -402,7 +399,6 @@ install_rocketmq_rust() {
 
 # ---- main -----------------------------------------------------------------------------------------
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
-ceiling
 for broker in $BROKERS; do
     [[ $broker == rocketmq-rust ]] && install_rocketmq_rust
     for w in $WORKLOADS; do
@@ -414,6 +410,10 @@ for broker in $BROKERS; do
     done
 done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
+# The ceiling is measured after the workloads, not before: its 2 GiB dd left the filesystem busy
+# (writeback, then freeing the file's blocks) under the first workload's start, even after a
+# sync (sessions 13 and 14: Comet's W1 start 112 and 54 ms against 14-32 ms in every later one).
+ceiling
 
 # ---- report ---------------------------------------------------------------------------------------
 SECTION="$WORK/section.md"
@@ -507,7 +507,8 @@ ceil = {k: v.get("ceiling") for (w, k), v in val.items() if w == "-"}
 out.append("")
 out.append(f"Ceiling of this box: loopback TCP carried {ceil.get('tcp_writes_s')} writes/s of $SIZE B "
            f"({ceil.get('tcp_mb_s')} MB/s, one python sender, one receiver process); page-cache write "
-           f"bandwidth (dd, 2 GiB, 1 MiB blocks, no fsync) {ceil.get('pagecache_mb_s')} MB/s.")
+           f"bandwidth (dd, 2 GiB, 1 MiB blocks, no fsync) {ceil.get('pagecache_mb_s')} MB/s; both measured "
+           f"after the workloads.")
 t = num(ceil.get("tcp_writes_s"))
 fractions = []
 for w in ("W1", "W1s"):
