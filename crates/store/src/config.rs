@@ -65,7 +65,9 @@ pub struct MessageStoreConfig {
     pub auto_message_version_on_topic_len: bool,
     /// `messageIndexEnable`: build the IndexFile (UNIQ_KEY and KEYS).
     pub message_index_enable: bool,
-    /// `messageIndexSafe`: include the index timestamp when choosing the recovery start file.
+    /// `messageIndexSafe`: include the index timestamp when choosing the recovery start file,
+    /// and flush the newest IndexFile every `flushIntervalConsumeQueue` (otherwise an IndexFile
+    /// is flushed when full and at shutdown, as in RocketMQ).
     pub message_index_safe: bool,
     /// `maxHashSlotNum`.
     pub max_hash_slot_num: usize,
