@@ -15,7 +15,7 @@ use comet_store::consume_queue::{
     CQ_STORE_UNIT_SIZE, ConsumeQueue, ConsumeQueueTable, CqUnit, DEFAULT_CQ_ENTRIES_PER_FILE,
 };
 use comet_store::index_file::{index_file_size, java_string_hash};
-use comet_store::index_service::{INDEX_DIR, IndexConfig, IndexService};
+use comet_store::index_service::{INDEX_DIR, IndexConfig, IndexService, StandbyPlan};
 use comet_store::mapped_file::file_name;
 use proptest::prelude::*;
 
@@ -717,13 +717,18 @@ fn make_standby(index: &IndexService) -> Result<std::path::PathBuf, StoreError> 
     if !index.standby_due() {
         return Err(StoreError::Config("no standby is due".into()));
     }
-    let plan = index
-        .standby()
-        .plan()
-        .ok_or_else(|| StoreError::Config("a standby is ready or being made".into()))?;
+    let plan = plan_standby(index)?;
     let path = plan.path().to_path_buf();
     plan.make()?;
     Ok(path)
+}
+
+/// A plan for the next file, as the ConsumeQueue flush thread takes one, left for the test to make.
+fn plan_standby(index: &IndexService) -> Result<StandbyPlan, StoreError> {
+    index
+        .standby()
+        .plan()
+        .ok_or_else(|| StoreError::Config("a standby is ready or being made".into()))
 }
 
 fn file_paths(index: &IndexService) -> Vec<std::path::PathBuf> {
@@ -786,10 +791,7 @@ fn index_rolls_into_the_file_made_ahead() -> TestResult {
 fn a_roll_waits_for_the_file_being_made() -> TestResult {
     let dir = tmp();
     let mut index = IndexService::open(dir.path(), small_index())?;
-    let plan = index
-        .standby()
-        .plan()
-        .ok_or_else(|| StoreError::Config("a standby is due".into()))?;
+    let plan = plan_standby(&index)?;
     let planned = plan.path().to_path_buf();
     // The file is made on another thread, before or while the roll waits: either way the roll
     // takes it and makes no second file.
@@ -808,10 +810,7 @@ fn a_roll_waits_for_the_file_being_made() -> TestResult {
 fn a_roll_that_cannot_wait_names_its_file_past_the_late_one() -> TestResult {
     let dir = tmp();
     let mut index = IndexService::open(dir.path(), small_index())?;
-    let plan = index
-        .standby()
-        .plan()
-        .ok_or_else(|| StoreError::Config("a standby is due".into()))?;
+    let plan = plan_standby(&index)?;
     let late = plan.path().to_path_buf();
     // Nobody makes the planned file: the roll waits out STANDBY_WAIT, then makes its own.
     put_one(&mut index, 0)?;

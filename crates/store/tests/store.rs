@@ -521,17 +521,25 @@ fn index_file_names(root: &std::path::Path) -> Vec<String> {
     names
 }
 
+/// Waits (at most [`WAIT`]) until the store's flush thread has made an index file; its names.
+async fn wait_for_index_file(root: &std::path::Path) -> Vec<String> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let names = index_file_names(root);
+        if !names.is_empty() {
+            return names;
+        }
+        assert!(Instant::now() < deadline, "no index file made ahead");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_index_file_is_made_before_the_first_send() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let store = open(dir.path(), FlushDiskType::AsyncFlush);
     // The ConsumeQueue flush thread makes the file as the store starts, before any put.
-    let deadline = Instant::now() + WAIT;
-    while index_file_names(dir.path()).is_empty() {
-        assert!(Instant::now() < deadline, "no index file made ahead");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let made = index_file_names(dir.path());
+    let made = wait_for_index_file(dir.path()).await;
     assert_eq!(made.len(), 1);
     let r = store
         .put_message(message("Q", 0, "m".to_owned(), None, Some("key-1")))
@@ -556,11 +564,7 @@ async fn the_first_index_file_is_made_before_the_first_send() {
     // A store shut down before its first put leaves no empty index file behind.
     let fresh = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let store = open(fresh.path(), FlushDiskType::AsyncFlush);
-    let deadline = Instant::now() + WAIT;
-    while index_file_names(fresh.path()).is_empty() {
-        assert!(Instant::now() < deadline, "no index file made ahead");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_for_index_file(fresh.path()).await;
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
     assert!(index_file_names(fresh.path()).is_empty());
 }
