@@ -124,7 +124,6 @@ fn name_order(name: &str) -> (usize, String) {
 
 /// The index of a store: rolls IndexFiles and answers key queries across them.
 pub struct IndexService {
-    dir: PathBuf,
     cfg: IndexConfig,
     /// Oldest first.
     files: Vec<IndexFile>,
@@ -218,11 +217,7 @@ impl StandbyPlan {
     }
 
     fn create(&self) -> Result<IndexFile, StoreError> {
-        let cfg = self.standby.cfg;
-        if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
-        }
-        IndexFile::create(&self.path, cfg.max_hash_slot_num, cfg.max_index_num, 0, 0)
+        self.standby.create_file(&self.path, 0, 0)
     }
 }
 
@@ -296,6 +291,24 @@ impl Standby {
         }
     }
 
+    /// Creates a new file at `path` in the index directory (made if missing), its span starting
+    /// where the previous file ended: the one way both a plan and a roll make a file.
+    fn create_file(
+        &self,
+        path: &Path,
+        end_phy_offset: i64,
+        end_timestamp: i64,
+    ) -> Result<IndexFile, StoreError> {
+        fs::create_dir_all(&self.dir).map_err(|e| StoreError::io(&self.dir, e))?;
+        IndexFile::create(
+            path,
+            self.cfg.max_hash_slot_num,
+            self.cfg.max_index_num,
+            end_phy_offset,
+            end_timestamp,
+        )
+    }
+
     fn set_newest(&self, name: String) {
         self.state.lock().newest = Some(name);
     }
@@ -304,7 +317,7 @@ impl Standby {
 impl std::fmt::Debug for IndexService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IndexService")
-            .field("dir", &self.dir)
+            .field("dir", &self.standby.dir)
             .field("cfg", &self.cfg)
             .field("files", &self.files.len())
             .finish()
@@ -360,13 +373,8 @@ impl IndexService {
                 last.start_at(end_phy, end_ts);
             }
         }
-        let standby = Arc::new(Standby::new(
-            dir.clone(),
-            cfg,
-            files.last().map(IndexFile::name),
-        ));
+        let standby = Arc::new(Standby::new(dir, cfg, files.last().map(IndexFile::name)));
         Ok(IndexService {
-            dir,
             cfg,
             files,
             standby,
@@ -408,15 +416,8 @@ impl IndexService {
                 file
             }
             Err(name) => {
-                fs::create_dir_all(&self.dir).map_err(|e| StoreError::io(&self.dir, e))?;
-                let path = self.dir.join(name);
-                let file = IndexFile::create(
-                    &path,
-                    self.cfg.max_hash_slot_num,
-                    self.cfg.max_index_num,
-                    end_phy,
-                    end_ts,
-                )?;
+                let path = self.standby.dir.join(name);
+                let file = self.standby.create_file(&path, end_phy, end_ts)?;
                 tracing::info!(path = %path.display(), "created index file");
                 file
             }
