@@ -33,7 +33,7 @@ use comet_protocol::headers::{
     pull_sys_flag,
 };
 use comet_protocol::limits::MAX_MESSAGE_SIZE;
-use comet_protocol::message::properties::keys;
+use comet_protocol::message::properties::{Properties, keys};
 use comet_protocol::message::{MessageExt, compress, record, sysflag};
 use comet_protocol::{LanguageCode, RemotingCommand};
 use comet_remoting::RemotingClient;
@@ -650,14 +650,12 @@ fn process_pull_response(addr: &str, response: &RemotingCommand) -> Result<PullR
     if pull_status == PullStatus::Found
         && let Some(body) = &response.body
     {
-        msg_found_list = decode_messages(body)?;
-        // Formatted once per response, not once per message.
-        let min_offset = header.min_offset.to_string();
-        let max_offset = header.max_offset.to_string();
-        for msg in &mut msg_found_list {
-            msg.properties.insert(keys::MIN_OFFSET, min_offset.as_str());
-            msg.properties.insert(keys::MAX_OFFSET, max_offset.as_str());
-        }
+        // Formatted once per response and parsed with each message's properties, not inserted
+        // into each message.
+        let mut offsets = Properties::new();
+        offsets.insert(keys::MIN_OFFSET, header.min_offset.to_string());
+        offsets.insert(keys::MAX_OFFSET, header.max_offset.to_string());
+        msg_found_list = decode_messages_with(body, &offsets.encode())?;
     }
     Ok(PullResultExt {
         pull_status,
@@ -671,7 +669,12 @@ fn process_pull_response(addr: &str, response: &RemotingCommand) -> Result<PullR
 
 /// Decodes concatenated stored records and post-processes each one (see [`restore_message`]).
 pub fn decode_messages(body: &Bytes) -> Result<Vec<MessageExt>> {
-    let mut messages = record::decode_records(body, false)?;
+    decode_messages_with(body, "")
+}
+
+/// [`decode_messages`], with the properties string `extra` added to each message's properties.
+fn decode_messages_with(body: &Bytes, extra: &str) -> Result<Vec<MessageExt>> {
+    let mut messages = record::decode_records_with(body, false, extra)?;
     for msg in &mut messages {
         restore_message(msg)?;
     }

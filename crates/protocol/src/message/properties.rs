@@ -6,6 +6,8 @@
 //! first 0x01, drop segments with an empty key or value, last duplicate wins) because a record
 //! written by any client must read back the same way a Java consumer reads it.
 
+use std::sync::OnceLock;
+
 use bytes::BufMut;
 
 use crate::error::ProtocolError;
@@ -95,13 +97,25 @@ pub mod keys {
 /// bytes behind until they outweigh the live ones ([`COMPACT_SLACK`]); then the string is rebuilt,
 /// so repeated updates of one key (a retried message's RECONSUME_TIME) cannot grow it without
 /// bound.
-#[derive(Clone, Default)]
+///
+/// The entries are found on first use, not when a string is parsed: a consumer that reads only
+/// the bodies of the messages it pulls never pays for splitting their properties (half of a
+/// pulled message's decode).
+#[derive(Clone)]
 pub struct Properties {
-    /// Keys and values of the entries (and of replaced ones, until the next compaction).
+    /// Keys and values of the entries (and of replaced ones, until the next compaction), or,
+    /// until the index is built, the properties string as parsed.
     buf: String,
+    /// The entries of `buf`, built from it on first use (see [`Index::parse`]).
+    index: OnceLock<Index>,
+}
+
+/// Where the entries of a [`Properties`] string are.
+#[derive(Clone, Default)]
+struct Index {
     /// The entries, in insertion order.
     spans: Vec<Span>,
-    /// Bytes of `buf` that belong to live entries.
+    /// Bytes of the string that belong to live entries.
     live: usize,
 }
 
@@ -115,6 +129,59 @@ struct Span {
 impl Span {
     fn len(&self) -> usize {
         (self.key.1 - self.key.0) + (self.value.1 - self.value.0)
+    }
+
+    /// Whether this entry's key in `buf` is `key`: lengths first, then bytes (a consumer looks
+    /// up and sets keys on every message; `str` slicing would check char boundaries each time).
+    fn key_is(&self, buf: &str, key: &[u8]) -> bool {
+        self.key.1 - self.key.0 == key.len()
+            && buf.as_bytes().get(self.key.0..self.key.1) == Some(key)
+    }
+}
+
+impl Index {
+    /// The entries of a properties string by the Java rules (see the module docs): malformed
+    /// segments are dropped, the last duplicate wins in the position of the first.
+    fn parse(buf: &str) -> Index {
+        let mut index = Index {
+            spans: Vec::with_capacity(PARSE_ENTRIES_HINT + PARSE_SPARE_ENTRIES),
+            live: 0,
+        };
+        let bytes = buf.as_bytes();
+        for (key, value) in pair_ranges(bytes) {
+            // Both ranges were cut at ASCII separators, so they are char boundaries of `buf`.
+            let span = Span { key, value };
+            match index.position(buf, &bytes[key.0..key.1]) {
+                Some(idx) => index.set_value(idx, value),
+                None => index.push(span),
+            }
+        }
+        index
+    }
+
+    fn position(&self, buf: &str, key: &[u8]) -> Option<usize> {
+        self.spans.iter().position(|s| s.key_is(buf, key))
+    }
+
+    fn push(&mut self, span: Span) {
+        self.live += span.len();
+        self.spans.push(span);
+    }
+
+    /// Points entry `idx` at a new value.
+    fn set_value(&mut self, idx: usize, value: (usize, usize)) {
+        let old = self.spans[idx].value;
+        self.spans[idx].value = value;
+        self.live = self.live - (old.1 - old.0) + (value.1 - value.0);
+    }
+}
+
+impl Default for Properties {
+    fn default() -> Self {
+        Properties {
+            buf: String::new(),
+            index: OnceLock::from(Index::default()),
+        }
     }
 }
 
@@ -134,28 +201,36 @@ impl Properties {
         Self::default()
     }
 
+    fn index(&self) -> &Index {
+        self.index.get_or_init(|| Index::parse(&self.buf))
+    }
+
+    /// Takes the index out (building it if need be) for an edit of `buf` and the entries; the
+    /// caller puts it back with [`Properties::put_index`].
+    fn take_index(&mut self) -> Index {
+        std::mem::take(&mut self.index)
+            .into_inner()
+            .unwrap_or_else(|| Index::parse(&self.buf))
+    }
+
+    fn put_index(&mut self, index: Index) {
+        self.index = OnceLock::from(index);
+    }
+
     fn text(&self, range: (usize, usize)) -> &str {
         // Ranges are only ever built at char boundaries of `buf`; `get` keeps this total anyway.
         self.buf.get(range.0..range.1).unwrap_or_default()
     }
 
-    /// Whether `span`'s key is `key`: lengths first, then bytes (a consumer looks up and sets
-    /// keys on every message; `str` slicing would check char boundaries each time).
-    fn key_is(&self, span: &Span, key: &[u8]) -> bool {
-        span.key.1 - span.key.0 == key.len()
-            && self.buf.as_bytes().get(span.key.0..span.key.1) == Some(key)
-    }
-
     fn position(&self, key: &str) -> Option<usize> {
-        self.spans
-            .iter()
-            .position(|s| self.key_is(s, key.as_bytes()))
+        self.index().position(&self.buf, key.as_bytes())
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.spans
+        self.index()
+            .spans
             .iter()
-            .find(|s| self.key_is(s, key.as_bytes()))
+            .find(|s| s.key_is(&self.buf, key.as_bytes()))
             .map(|s| self.text(s.value))
     }
 
@@ -168,51 +243,59 @@ impl Properties {
 
     pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
         let (key, value) = (key.as_ref(), value.as_ref());
-        match self.position(key) {
+        let mut index = self.take_index();
+        match index.position(&self.buf, key.as_bytes()) {
             Some(idx) => {
-                let old = self.spans[idx];
                 let range = self.push_text(value);
-                self.spans[idx].value = range;
-                self.live = self.live - (old.value.1 - old.value.0) + value.len();
+                index.set_value(idx, range);
+                self.put_index(index);
                 self.compact_if_sparse();
             }
             None => {
                 let key = self.push_text(key);
                 let value = self.push_text(value);
-                let span = Span { key, value };
-                self.live += span.len();
-                self.spans.push(span);
+                index.push(Span { key, value });
+                self.put_index(index);
             }
         }
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let idx = self.position(key)?;
-        let span = self.spans.remove(idx);
-        let value = self.text(span.value).to_owned();
-        self.live -= span.len();
-        self.compact_if_sparse();
-        Some(value)
+        let mut index = self.take_index();
+        let removed = index.position(&self.buf, key.as_bytes()).map(|idx| {
+            let span = index.spans.remove(idx);
+            index.live -= span.len();
+            self.text(span.value).to_owned()
+        });
+        self.put_index(index);
+        if removed.is_some() {
+            self.compact_if_sparse();
+        }
+        removed
     }
 
     /// Rebuilds the string from the live entries once dead bytes dominate it.
     fn compact_if_sparse(&mut self) {
-        if self.buf.len() <= self.live.saturating_mul(2) + COMPACT_SLACK {
+        let live = self.index().live;
+        if self.buf.len() <= live.saturating_mul(2) + COMPACT_SLACK {
             return;
         }
-        let mut rebuilt = Properties {
-            buf: String::with_capacity(self.live),
-            spans: Vec::with_capacity(self.spans.len()),
+        let mut buf = String::with_capacity(live);
+        let mut index = Index {
+            spans: Vec::with_capacity(self.len()),
             live: 0,
         };
         for (k, v) in self.iter() {
-            let key = rebuilt.push_text(k);
-            let value = rebuilt.push_text(v);
-            let span = Span { key, value };
-            rebuilt.live += span.len();
-            rebuilt.spans.push(span);
+            let key = (buf.len(), buf.len() + k.len());
+            buf.push_str(k);
+            let value = (buf.len(), buf.len() + v.len());
+            buf.push_str(v);
+            index.push(Span { key, value });
         }
-        *self = rebuilt;
+        *self = Properties {
+            buf,
+            index: OnceLock::from(index),
+        };
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -220,15 +303,16 @@ impl Properties {
     }
 
     pub fn len(&self) -> usize {
-        self.spans.len()
+        self.index().spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.index().spans.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.spans
+        self.index()
+            .spans
             .iter()
             .map(|s| (self.text(s.key), self.text(s.value)))
     }
@@ -240,43 +324,36 @@ impl Properties {
     /// [`PARSE_SPARE_BYTES`] bytes in all: a consumer adds MIN_OFFSET and MAX_OFFSET (and a push
     /// consumer CONSUME_START_TIME) to every message it receives, which otherwise grew both.
     pub fn parse(s: &str) -> Properties {
-        let bytes = s.as_bytes();
-        let mut buf = String::with_capacity(s.len() + PARSE_SPARE_BYTES);
-        buf.push_str(s);
-        let mut props = Properties {
-            buf,
-            spans: Vec::with_capacity(PARSE_ENTRIES_HINT + PARSE_SPARE_ENTRIES),
-            live: 0,
-        };
-        for (key, value) in pair_ranges(bytes) {
-            // Both ranges were cut at ASCII separators, so they are char boundaries of the copy.
-            let span = Span { key, value };
-            // Java's last duplicate wins, in the position of the first.
-            let key_bytes = &bytes[key.0..key.1];
-            let duplicate = props
-                .spans
-                .iter()
-                .position(|old| props.key_is(old, key_bytes));
-            match duplicate {
-                Some(idx) => {
-                    let old = props.spans[idx];
-                    props.spans[idx].value = span.value;
-                    props.live = props.live - (old.value.1 - old.value.0) + (value.1 - value.0);
-                }
-                None => {
-                    props.live += span.len();
-                    props.spans.push(span);
-                }
-            }
+        Self::parse_joined(s, "")
+    }
+
+    /// Parses `head` followed by `tail`, both properties strings, as one: a key of `tail` replaces
+    /// the same key of `head` in its place, as [`Properties::insert`] would. A consumer appends
+    /// MIN_OFFSET and MAX_OFFSET to every pulled message this way, formatted once per pull.
+    pub fn parse_joined(head: &str, tail: &str) -> Properties {
+        let mut buf = String::with_capacity(head.len() + 1 + tail.len() + PARSE_SPARE_BYTES);
+        buf.push_str(head);
+        if !tail.is_empty() && !head.is_empty() && !head.ends_with(PROPERTY_SEPARATOR) {
+            buf.push(PROPERTY_SEPARATOR);
         }
-        props
+        buf.push_str(tail);
+        Properties {
+            buf,
+            index: OnceLock::new(),
+        }
     }
 
     /// Parses the raw PROPERTIES area of a record. Fails only if the bytes are not UTF-8.
     pub fn parse_bytes(bytes: &[u8]) -> Result<Properties, ProtocolError> {
+        Self::parse_bytes_joined(bytes, "")
+    }
+
+    /// [`Properties::parse_joined`] of a raw PROPERTIES area and `tail`. Fails only if the bytes
+    /// are not UTF-8.
+    pub fn parse_bytes_joined(bytes: &[u8], tail: &str) -> Result<Properties, ProtocolError> {
         let s = std::str::from_utf8(bytes)
             .map_err(|e| ProtocolError::Message(format!("properties are not valid UTF-8: {e}")))?;
-        Ok(Properties::parse(s))
+        Ok(Properties::parse_joined(s, tail))
     }
 
     /// The properties string, with a trailing 0x02 after the last pair (empty if there are no
@@ -304,16 +381,18 @@ impl Properties {
 
     /// Byte length of [`Properties::encode`]'s output.
     pub fn encoded_len(&self) -> usize {
-        self.live + 2 * self.spans.len()
+        let index = self.index();
+        index.live + 2 * index.spans.len()
     }
 
     /// Drops every key that must never be stored (those starting with
     /// [`keys::TRANSIENT_PREFIX`]).
     pub fn remove_transient(&mut self) {
-        let before = self.spans.len();
+        let mut index = self.take_index();
+        let before = index.spans.len();
         let buf = &self.buf;
         let mut dropped = 0;
-        self.spans.retain(|s| {
+        index.spans.retain(|s| {
             let keep = !buf
                 .get(s.key.0..s.key.1)
                 .unwrap_or_default()
@@ -323,8 +402,10 @@ impl Properties {
             }
             keep
         });
-        if self.spans.len() != before {
-            self.live -= dropped;
+        let changed = index.spans.len() != before;
+        index.live -= dropped;
+        self.put_index(index);
+        if changed {
             self.compact_if_sparse();
         }
     }
@@ -332,7 +413,7 @@ impl Properties {
 
 impl PartialEq for Properties {
     fn eq(&self, other: &Self) -> bool {
-        self.spans.len() == other.spans.len() && self.iter().eq(other.iter())
+        self.len() == other.len() && self.iter().eq(other.iter())
     }
 }
 
@@ -376,25 +457,75 @@ fn pairs(raw: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     pair_ranges(raw).map(|(k, v)| (&raw[k.0..k.1], &raw[v.0..v.1]))
 }
 
-/// [`pairs`] as byte ranges of `raw`: `(key, value)`, each `(start, end)`. The separators are
-/// found with `memchr` (half the instructions of a byte-by-byte split on a 110-byte area).
+/// [`pairs`] as byte ranges of `raw`: `(key, value)`, each `(start, end)`, in one pass over the
+/// separators [`separators`] finds.
 fn pair_ranges(raw: &[u8]) -> impl Iterator<Item = ((usize, usize), (usize, usize))> + '_ {
+    let mut separators = separators(raw);
+    // Start of the current segment, and its first name/value separator once seen.
     let mut start = 0;
+    let mut name_end: Option<usize> = None;
+    let mut done = false;
     std::iter::from_fn(move || {
-        while let Some(rest) = raw.get(start..).filter(|rest| !rest.is_empty()) {
-            let segment = (
-                start,
-                start + memchr::memchr(PROPERTY_SEPARATOR_BYTE, rest).unwrap_or(rest.len()),
-            );
-            start = segment.1 + 1;
-            let Some(sep) = memchr::memchr(NAME_VALUE_SEPARATOR_BYTE, &raw[segment.0..segment.1])
-            else {
-                continue;
+        while !done {
+            let end = match separators.next() {
+                Some((pos, NAME_VALUE_SEPARATOR_BYTE)) => {
+                    name_end.get_or_insert(pos);
+                    continue;
+                }
+                Some((pos, _)) => pos,
+                None => {
+                    done = true;
+                    raw.len()
+                }
             };
-            let key = (segment.0, segment.0 + sep);
-            let value = (key.1 + 1, segment.1);
-            if key.1 > key.0 && value.1 > value.0 {
-                return Some((key, value));
+            let segment_start = std::mem::replace(&mut start, end + 1);
+            if let Some(sep) = name_end.take() {
+                let key = (segment_start, sep);
+                let value = (sep + 1, end);
+                if key.1 > key.0 && value.1 > value.0 {
+                    return Some((key, value));
+                }
+            }
+        }
+        None
+    })
+}
+
+/// Word of `0x01` bytes, for the below-3 test of [`separators`].
+const LOW_BYTES: u64 = u64::from_ne_bytes([0x01; 8]);
+/// Word of `0x80` bytes.
+const HIGH_BITS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// Positions and values of the 0x01 and 0x02 bytes of `raw`, eight bytes at a time.
+///
+/// A properties area is about 110 bytes with a separator every 7 on average; `memchr` pays a
+/// call's set-up per separator (twelve calls were a tenth of a pulled message's decode). A word
+/// with any byte below 3 has `(w - 0x0303..) & !w & 0x8080..` non-zero, and its lowest set bit
+/// marks the first such byte exactly (a borrow only moves towards higher bytes, so bits above
+/// the first hit may be false and the scan restarts right after it).
+fn separators(raw: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        while let Some(word) = raw.get(pos..pos + 8) {
+            let word = u64::from_le_bytes(word.try_into().unwrap_or([0xff; 8]));
+            let below_three = word.wrapping_sub(LOW_BYTES * 3) & !word & HIGH_BITS;
+            if below_three == 0 {
+                pos += 8;
+                continue;
+            }
+            let at = pos + (below_three.trailing_zeros() / 8) as usize;
+            pos = at + 1;
+            match raw[at] {
+                sep @ (NAME_VALUE_SEPARATOR_BYTE | PROPERTY_SEPARATOR_BYTE) => {
+                    return Some((at, sep));
+                }
+                _ => continue,
+            }
+        }
+        while let Some(&byte) = raw.get(pos) {
+            pos += 1;
+            if byte == NAME_VALUE_SEPARATOR_BYTE || byte == PROPERTY_SEPARATOR_BYTE {
+                return Some((pos - 1, byte));
             }
         }
         None
@@ -438,7 +569,7 @@ mod tests {
         /// 0x02, cut each segment at its first 0x01, keep both halves only when non-empty, a
         /// later duplicate replaces the value in the first one's place.
         #[test]
-        fn parse_matches_javas_rules(s in "[AB\u{1}\u{2}é]{0,40}") {
+        fn parse_matches_javas_rules(s in "[AB\u{0}\u{1}\u{2}\u{3}é]{0,80}") {
             let mut model: Vec<(&str, &str)> = Vec::new();
             for segment in s.split(PROPERTY_SEPARATOR) {
                 let Some((k, v)) = segment.split_once(NAME_VALUE_SEPARATOR) else { continue };
@@ -456,6 +587,44 @@ mod tests {
             for (k, v) in &model {
                 proptest::prop_assert_eq!(find_property(s.as_bytes(), k), Some(*v));
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time scan finds exactly the 0x01 and 0x02 bytes, whatever surrounds them.
+        #[test]
+        fn separators_match_a_byte_scan(raw in proptest::collection::vec(
+            proptest::sample::select(vec![0u8, 1, 2, 3, 0x41, 0x7f, 0x80, 0x81, 0x82, 0x83, 0xff]),
+            0..80,
+        )) {
+            let expected: Vec<(usize, u8)> = raw
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == 1 || **b == 2)
+                .map(|(i, b)| (i, *b))
+                .collect();
+            proptest::prop_assert_eq!(separators(&raw).collect::<Vec<_>>(), expected);
+        }
+    }
+
+    proptest::proptest! {
+        /// Parsing two strings joined reads like parsing the first and inserting the pairs of
+        /// the second (how a consumer adds MIN_OFFSET and MAX_OFFSET).
+        #[test]
+        fn parse_joined_matches_parse_then_insert(
+            head in "[AB\u{1}\u{2}é]{0,30}",
+            tail in "[AC\u{1}\u{2}]{0,20}",
+        ) {
+            let mut model = Properties::parse(&head);
+            for (k, v) in Properties::parse(&tail).iter() {
+                model.insert(k, v);
+            }
+            let joined = Properties::parse_joined(&head, &tail);
+            proptest::prop_assert_eq!(
+                joined.iter().collect::<Vec<_>>(),
+                model.iter().collect::<Vec<_>>()
+            );
+            proptest::prop_assert_eq!(joined.encoded_len(), joined.encode().len());
         }
     }
 
@@ -530,7 +699,7 @@ mod tests {
                 assert_eq!(props.iter().collect::<Vec<_>>(), listed);
                 assert_eq!(props.encoded_len(), props.encode().len());
                 assert!(
-                    props.buf.len() <= 2 * props.live + COMPACT_SLACK + 64,
+                    props.buf.len() <= 2 * props.index().live + COMPACT_SLACK + 64,
                     "dead bytes are bounded"
                 );
                 for (k, v) in &listed {
@@ -551,5 +720,28 @@ mod tests {
         assert_eq!(collected, vec![("a", "3"), ("b", "2")]);
         assert!(props.contains_key("b"));
         assert_eq!(props.remove("b").as_deref(), Some("2"));
+    }
+
+    /// Edits of a parsed string before anything reads it build the entries first, so they act
+    /// on the parsed entries (duplicates resolved, malformed segments dropped), not on raw text.
+    #[test]
+    fn edits_before_the_first_read_see_the_parsed_entries() {
+        let raw = "a\u{1}1\u{2}junk\u{2}__RMQ.TRANSIENT.x\u{1}y\u{2}a\u{1}2\u{2}b\u{1}3";
+        let mut removed = Properties::parse(raw);
+        assert_eq!(removed.remove("a").as_deref(), Some("2"));
+        assert_eq!(
+            removed.iter().collect::<Vec<_>>(),
+            vec![("__RMQ.TRANSIENT.x", "y"), ("b", "3")]
+        );
+        let mut inserted = Properties::parse(raw);
+        inserted.insert("b", "4");
+        assert_eq!(
+            inserted.encode(),
+            "a\u{1}2\u{2}__RMQ.TRANSIENT.x\u{1}y\u{2}b\u{1}4\u{2}"
+        );
+        let mut transient = Properties::parse(raw);
+        transient.remove_transient();
+        assert_eq!(transient.encode(), "a\u{1}2\u{2}b\u{1}3\u{2}");
+        assert_eq!(transient.encoded_len(), transient.encode().len());
     }
 }

@@ -347,10 +347,6 @@ impl<'a> Cursor<'a> {
         Ok(i32::from_be_bytes(self.array(field)?))
     }
 
-    fn i64(&mut self, field: &'static str) -> Result<i64, ProtocolError> {
-        Ok(i64::from_be_bytes(self.array(field)?))
-    }
-
     fn host(&mut self, v6: bool, field: &'static str) -> Result<SocketAddr, ProtocolError> {
         let ip = if v6 {
             IpAddr::V6(Ipv6Addr::from(self.array::<16>(field)?))
@@ -372,6 +368,38 @@ impl<'a> Cursor<'a> {
 
 fn truncated(field: &'static str, pos: usize) -> ProtocolError {
     ProtocolError::Message(format!("record truncated at {field} (byte {pos})"))
+}
+
+/// Width of a host field.
+fn host_len(v6: bool) -> usize {
+    if v6 { HOST_V6_LEN } else { HOST_V4_LEN }
+}
+
+/// The big-endian i32 at `pos`; the caller has checked that `buf` holds it (0 otherwise, which
+/// no caller can observe).
+fn be_i32(buf: &[u8], pos: usize) -> i32 {
+    buf.get(pos..pos + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, i32::from_be_bytes)
+}
+
+/// The big-endian i64 at `pos`; see [`be_i32`].
+fn be_i64(buf: &[u8], pos: usize) -> i64 {
+    buf.get(pos..pos + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, i64::from_be_bytes)
+}
+
+/// The host field of `len` bytes ([`HOST_V4_LEN`] or [`HOST_V6_LEN`]) at `pos`, which the caller
+/// has checked `buf` holds.
+fn host_at(
+    buf: &[u8],
+    pos: usize,
+    len: usize,
+    field: &'static str,
+) -> Result<SocketAddr, ProtocolError> {
+    let mut cur = Cursor { buf, pos };
+    cur.host(len == HOST_V6_LEN, field)
 }
 
 /// Decodes the record at the start of `buf` without allocating. `buf` may extend past the record
@@ -406,22 +434,33 @@ pub fn decode_record_view(buf: &[u8]) -> Result<RecordView<'_>, ProtocolError> {
         ))
     })?;
 
+    // The fixed-width fields up to BODYLEN: their extent depends only on the two host widths,
+    // so one length check covers them all and each read below is a constant-offset load.
+    let sys_flag = be_i32(record, SYS_FLAG_POS);
+    let born_host_len = host_len(sys_flag & sysflag::BORNHOST_V6 != 0);
+    let store_host_len = host_len(sys_flag & sysflag::STOREHOSTADDRESS_V6 != 0);
+    let store_timestamp_pos = BORN_HOST_POS + born_host_len;
+    let store_host_pos = store_timestamp_pos + 8;
+    let reconsume_times_pos = store_host_pos + store_host_len;
+    let body_len_pos = reconsume_times_pos + 4 + 8;
+    if record.len() < body_len_pos + 4 {
+        return Err(truncated("BODYLEN", record.len()));
+    }
+    let born_host = host_at(record, BORN_HOST_POS, born_host_len, "BORNHOST")?;
+    let store_host = host_at(record, store_host_pos, store_host_len, "STOREHOST")?;
+    let body_crc = be_i32(record, BODY_CRC_POS);
+    let queue_id = be_i32(record, QUEUE_ID_POS);
+    let flag = be_i32(record, FLAG_POS);
+    let queue_offset = be_i64(record, QUEUE_OFFSET_POS);
+    let commit_log_offset = be_i64(record, PHYSICAL_OFFSET_POS);
+    let born_timestamp = be_i64(record, BORN_TIMESTAMP_POS);
+    let store_timestamp = be_i64(record, store_timestamp_pos);
+    let reconsume_times = be_i32(record, reconsume_times_pos);
+    let prepared_transaction_offset = be_i64(record, reconsume_times_pos + 4);
     let mut cur = Cursor {
         buf: record,
-        pos: BODY_CRC_POS,
+        pos: body_len_pos,
     };
-    let body_crc = cur.i32("BODYCRC")?;
-    let queue_id = cur.i32("QUEUEID")?;
-    let flag = cur.i32("FLAG")?;
-    let queue_offset = cur.i64("QUEUEOFFSET")?;
-    let commit_log_offset = cur.i64("PHYSICALOFFSET")?;
-    let sys_flag = cur.i32("SYSFLAG")?;
-    let born_timestamp = cur.i64("BORNTIMESTAMP")?;
-    let born_host = cur.host(sys_flag & sysflag::BORNHOST_V6 != 0, "BORNHOST")?;
-    let store_timestamp = cur.i64("STORETIMESTAMP")?;
-    let store_host = cur.host(sys_flag & sysflag::STOREHOSTADDRESS_V6 != 0, "STOREHOST")?;
-    let reconsume_times = cur.i32("RECONSUMETIMES")?;
-    let prepared_transaction_offset = cur.i64("PREPARED_TRANSACTION_OFFSET")?;
     let body_len = cur.i32("BODYLEN")?;
     let body_len = cur.len(i64::from(body_len), "BODYLEN")?;
     let body = cur.take(body_len, "BODY")?;
@@ -468,17 +507,28 @@ pub fn decode_record_view(buf: &[u8]) -> Result<RecordView<'_>, ProtocolError> {
 /// Decodes the record at the start of `buf` into an owned message whose body shares `buf`'s
 /// memory. With `check_crc`, a BODYCRC mismatch is an error.
 pub fn decode_record(buf: &Bytes, check_crc: bool) -> Result<MessageExt, ProtocolError> {
-    decode_owned(buf, buf, check_crc)
+    decode_owned(buf, buf, check_crc, "")
 }
 
 /// Decodes concatenated records filling all of `buf` (a pull, query or view response body).
 pub fn decode_records(buf: &Bytes, check_crc: bool) -> Result<Vec<MessageExt>, ProtocolError> {
+    decode_records_with(buf, check_crc, "")
+}
+
+/// [`decode_records`], with the properties string `extra` added to every message's properties
+/// (see [`Properties::parse_joined`]): a pull consumer's MIN_OFFSET and MAX_OFFSET, formatted
+/// once per response instead of inserted into each message.
+pub fn decode_records_with(
+    buf: &Bytes,
+    check_crc: bool,
+    extra: &str,
+) -> Result<Vec<MessageExt>, ProtocolError> {
     // Reserve for a typical pull, not for the worst case the buffer length would allow: a
     // 16 MiB body of minimal records would otherwise reserve tens of MiB before any validation.
     let mut messages = Vec::with_capacity((buf.len() / MIN_RECORD_SIZE).min(RECORDS_CAPACITY_HINT));
     let mut rest: &[u8] = buf.as_ref();
     while !rest.is_empty() {
-        let msg = decode_owned(buf, rest, check_crc)?;
+        let msg = decode_owned(buf, rest, check_crc, extra)?;
         let size = usize::try_from(msg.store_size).unwrap_or(0);
         rest = rest.get(size..).ok_or_else(|| truncated("TOTALSIZE", 0))?;
         messages.push(msg);
@@ -491,6 +541,7 @@ fn decode_owned(
     source: &Bytes,
     window: &[u8],
     check_crc: bool,
+    extra: &str,
 ) -> Result<MessageExt, ProtocolError> {
     let view = decode_record_view(window)?;
     if check_crc && !view.body_crc_matches() {
@@ -505,7 +556,7 @@ fn decode_owned(
         flag: view.flag,
         // `view.body` was cut from `window`, which lies inside `source`.
         body: source.slice_ref(view.body),
-        properties: view.properties()?,
+        properties: Properties::parse_bytes_joined(view.properties, extra)?,
         queue_id: view.queue_id,
         store_size: view.total_size,
         queue_offset: view.queue_offset,
