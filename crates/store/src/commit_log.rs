@@ -338,6 +338,22 @@ impl CommitLog {
         Some(bytes)
     }
 
+    /// The mapped file holding the published record of `size` bytes at `offset`, and the
+    /// record's position in it: a reader of many records borrows them from the file
+    /// ([`MappedFile::read_at`]) and slices adjacent ones together ([`MappedFile::slice`]).
+    /// The caller reports what it hands out with [`CommitLog::note_read`].
+    pub fn locate(&self, offset: i64, size: i32) -> Option<(Arc<MappedFile>, usize)> {
+        let file = self.queue.find_by_offset(offset)?;
+        let pos = usize::try_from(offset - file.file_from_offset()).ok()?;
+        file.read_at(pos, usize::try_from(size).ok()?)?;
+        Some((file, pos))
+    }
+
+    /// Counts `bytes` read through [`CommitLog::locate`] towards page release.
+    pub fn note_read(&self, bytes: usize) {
+        self.page_release.note(bytes as u64);
+    }
+
     /// The whole record at `offset` (its size read from TOTALSIZE).
     pub fn get_record(&self, offset: i64) -> Option<Bytes> {
         let file = self.queue.find_by_offset(offset)?;

@@ -85,6 +85,7 @@ async fn random_appends_read_back_byte_identical() {
                 "at {topic}-{queue_id}@{offset}"
             );
             assert_eq!(r.next_begin_offset, offset + r.msg_count as i64);
+            assert_transfer_joins_the_records(&r);
             for (bytes, qo) in r.messages.iter().zip(&r.queue_offsets) {
                 let m = decode_record(bytes, true).unwrap_or_else(|e| panic!("decode: {e}"));
                 assert_eq!(m.queue_offset, *qo);
@@ -160,6 +161,23 @@ async fn blank_entry_pads_segment_end() {
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The transfer buffers of a read hold exactly its records, in order, and join every run of
+/// adjacent records (so there are as many buffers as gaps between records, plus one).
+fn assert_transfer_joins_the_records(r: &comet_store::GetMessageResult) {
+    let records: Vec<u8> = r.messages.iter().flat_map(|m| m.to_vec()).collect();
+    let transfer: Vec<u8> = r.transfer.iter().flat_map(|t| t.to_vec()).collect();
+    assert_eq!(transfer, records);
+    assert_eq!(r.messages.len(), r.msg_count);
+    assert_eq!(r.queue_offsets.len(), r.msg_count);
+    let gaps = r
+        .messages
+        .windows(2)
+        .filter(|pair| pair[0].as_ptr().wrapping_add(pair[0].len()) != pair[1].as_ptr())
+        .count();
+    let runs = if r.messages.is_empty() { 0 } else { gaps + 1 };
+    assert_eq!(r.transfer.len(), runs);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_gets_consecutive_offsets() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -194,6 +212,9 @@ async fn batch_gets_consecutive_offsets() {
     assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
     let got = store.get_message("g", "B", 1, 1, 32, 1 << 20, None);
     assert_eq!(got.msg_count, 10);
+    // A batch is stored contiguously: its pull is one buffer.
+    assert_transfer_joins_the_records(&got);
+    assert_eq!(got.transfer.len(), 1);
     for (i, bytes) in got.messages.iter().enumerate() {
         let m = decode_record(bytes, true).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(m.queue_offset, 1 + i as i64);
