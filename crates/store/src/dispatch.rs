@@ -77,20 +77,25 @@ pub struct DispatchRequest<'a> {
     pub consume_queue_offset: i64,
     pub sys_flag: i32,
     pub properties: &'a [u8],
+    /// UNIQ_KEY, read with TAGS in one pass over the properties.
+    pub uniq_key: Option<&'a str>,
+    /// KEYS (space-separated), read with TAGS in one pass over the properties.
+    pub keys: Option<&'a str>,
 }
 
 impl<'a> DispatchRequest<'a> {
     /// Builds the request for a decoded record. The tags code is the Java hash of TAGS, or for
     /// SCHEDULE_TOPIC_XXXX the delivery timestamp `store_timestamp + delay(level)`.
     pub fn from_view(view: &RecordView<'a>, delay_levels_ms: &[i64]) -> Self {
-        let mut tags_code = view
-            .property(keys::TAGS)
-            .filter(|t| !t.is_empty())
-            .map_or(0, tags_hash);
+        let [tags, uniq_key, user_keys, delay_level] = view.properties_of([
+            keys::TAGS,
+            keys::UNIQ_KEY,
+            keys::KEYS,
+            keys::DELAY_TIME_LEVEL,
+        ]);
+        let mut tags_code = tags.filter(|t| !t.is_empty()).map_or(0, tags_hash);
         if view.topic == SCHEDULE_TOPIC
-            && let Some(level) = view
-                .property(keys::DELAY_TIME_LEVEL)
-                .and_then(|l| l.trim().parse::<i64>().ok())
+            && let Some(level) = delay_level.and_then(|l| l.trim().parse::<i64>().ok())
             && level > 0
         {
             let max_level = i64::try_from(delay_levels_ms.len()).unwrap_or(i64::MAX);
@@ -112,6 +117,8 @@ impl<'a> DispatchRequest<'a> {
             consume_queue_offset: view.queue_offset,
             sys_flag: view.sys_flag,
             properties: view.properties,
+            uniq_key,
+            keys: user_keys,
         }
     }
 
@@ -175,13 +182,9 @@ impl Dispatcher {
         if req.is_indexed()
             && let Some(index) = &self.index
         {
-            let uniq =
-                comet_protocol::message::properties::find_property(req.properties, keys::UNIQ_KEY);
-            let user_keys =
-                comet_protocol::message::properties::find_property(req.properties, keys::KEYS);
             let mut all: Vec<&str> = Vec::new();
-            all.extend(uniq);
-            if let Some(k) = user_keys {
+            all.extend(req.uniq_key);
+            if let Some(k) = req.keys {
                 all.extend(k.split(' ').filter(|k| !k.is_empty()));
             }
             if !all.is_empty() {

@@ -451,6 +451,19 @@ pub fn find_property<'a>(raw: &'a [u8], key: &str) -> Option<&'a str> {
         .and_then(|(_, v)| std::str::from_utf8(v).ok())
 }
 
+/// The values of several keys in a raw properties area, in one pass (the store's dispatch reads
+/// TAGS, UNIQ_KEY and KEYS of every record; a [`find_property`] each scanned the area three
+/// times). Same rules as [`find_property`] for each key.
+pub fn find_properties<'a, const N: usize>(raw: &'a [u8], keys: [&str; N]) -> [Option<&'a str>; N] {
+    let mut found: [Option<&'a [u8]>; N] = [None; N];
+    for (k, v) in pairs(raw) {
+        if let Some(i) = keys.iter().position(|key| key.as_bytes() == k) {
+            found[i] = Some(v);
+        }
+    }
+    found.map(|v| v.and_then(|v| std::str::from_utf8(v).ok()))
+}
+
 /// The key/value pairs Java keeps: segments split on 0x02, each split at its first 0x01, with
 /// both halves non-empty.
 fn pairs(raw: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
@@ -586,6 +599,11 @@ mod tests {
             proptest::prop_assert_eq!(props.encoded_len(), props.encode().len());
             for (k, v) in &model {
                 proptest::prop_assert_eq!(find_property(s.as_bytes(), k), Some(*v));
+            }
+            let keys = ["A", "B", "é", "AB"];
+            let found = find_properties(s.as_bytes(), keys);
+            for (key, value) in keys.iter().zip(found) {
+                proptest::prop_assert_eq!(value, find_property(s.as_bytes(), key));
             }
         }
     }

@@ -293,6 +293,12 @@ impl<'a> RecordView<'a> {
         properties::find_property(self.properties, key)
     }
 
+    /// The values of several properties, in one pass over the others (see
+    /// [`properties::find_properties`]).
+    pub fn properties_of<const N: usize>(&self, keys: [&str; N]) -> [Option<&'a str>; N] {
+        properties::find_properties(self.properties, keys)
+    }
+
     /// All properties, parsed.
     pub fn properties(&self) -> Result<Properties, ProtocolError> {
         Properties::parse_bytes(self.properties)
