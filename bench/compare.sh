@@ -217,6 +217,12 @@ proc_stats() {
     echo "$hwm $anon $(python3 -c "import os,sys; print(round(int(sys.argv[1]) / os.sysconf('SC_CLK_TCK'), 2))" "$ticks")"
 }
 
+# steal_ticks: the box's CPU steal so far (clock ticks, all CPUs), the 8th value of /proc/stat's
+# "cpu" line: time the hypervisor ran something else while this guest's vCPUs wanted to run.
+steal_ticks() {
+    awk '/^cpu / {print $9; exit}' /proc/stat
+}
+
 # kill_broker <broker> <dir>: SIGKILL, as a crash would (for Apache both JVMs, as a host crash).
 kill_broker() {
     local broker=$1 dir=$2
@@ -268,7 +274,8 @@ run_workload() {
     start_broker "$broker" "$flush" "$dir"
     wait_ready "$broker" "$w" "$dir"
     cp "$dir/cmdline" "$WORK/cmdline-$broker"
-    local out="$dir/result.json"
+    local out="$dir/result.json" steal_before
+    steal_before="$(steal_ticks)"
     case "$w" in
     W1 | W2 | W1s | W2s)
         # W1s, W2s: W1, W2 with the load generator on one worker thread (see bench/README.md).
@@ -349,6 +356,8 @@ run_workload() {
         wait_ready "$broker" R10r "$dir"
         ;;
     esac
+    # A tail latency read without this is hard to judge: the box's vCPUs share their host.
+    record "$broker" "$w" steal_s "$(python3 -c "import os,sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf('SC_CLK_TCK'), 2))" "$steal_before" "$(steal_ticks)")"
     stop_broker "$broker" "$w" "$dir"
 }
 
@@ -478,6 +487,8 @@ for w in ran:
     rows.append((w, "cpu_s", f"{w} broker CPU seconds", False))
 for w in ran:
     rows.append((w, "start_ms", f"{w} start → first accepted send (ms)", False))
+for w in ran:
+    rows.append((w, "steal_s", f"{w} box CPU steal during the workload, both vCPUs (s)", None))
 out = []
 head = "| measurement | " + " | ".join(names[b] for b in brokers) + " | " + " | ".join(f"Comet/{names[p]}" for p in peers) + " |"
 out.append(head)
@@ -504,6 +515,9 @@ for w, k, label, higher in rows:
     cells = [val[(w, k)].get(b, "–") for b in brokers]
     ratios = []
     for p in peers:
+        if higher is None:  # a reading of the box, not of the broker: no ratio
+            ratios.append("–")
+            continue
         c, q = num(val[(w, k)].get("comet")), num(val[(w, k)].get(p))
         ratios.append(f"{c / q:.2f}" if c is not None and q not in (None, 0.0) else "–")
     out.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
@@ -515,7 +529,7 @@ out.append(f"Ceiling of this box: loopback TCP carried {ceil.get('tcp_writes_s')
            f"after the workloads.")
 t = num(ceil.get("tcp_writes_s"))
 fractions = []
-for w in ("W1", "W1s"):
+for w in ("W1", "W1s", "W2", "W2s"):
     c = num(val[(w, "tps")].get("comet"))
     if c and t:
         fractions.append(f"{w} {100 * c / t:.1f} %")
