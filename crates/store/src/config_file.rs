@@ -294,8 +294,20 @@ impl<T: ConfigData> ConfigFile<T> {
 
     /// Writes already-encoded content atomically.
     pub fn persist_text(&self, text: &str) -> Result<(), StoreError> {
+        self.persist_snapshot(|| Ok(text.to_owned()))
+    }
+
+    /// Takes the content with `snapshot` and writes it atomically, both under the file's persist
+    /// lock. Tables that change while they are persisted use this: with the snapshot taken
+    /// before the lock, two concurrent persists could write their snapshots in the opposite
+    /// order and leave the older one on disk (a change lost until the next persist).
+    pub fn persist_snapshot(
+        &self,
+        snapshot: impl FnOnce() -> Result<String, StoreError>,
+    ) -> Result<(), StoreError> {
         let _guard = self.persist_lock.lock();
-        persist_atomically(&self.path, text)
+        let text = snapshot()?;
+        persist_atomically(&self.path, &text)
     }
 }
 
@@ -320,6 +332,27 @@ mod tests {
             pretty_fastjson(r#"{"s":"x{,}\"[:","l":[1,2]}"#),
             "{\n\t\"s\":\"x{,}\\\"[:\",\n\t\"l\":[\n\t\t1,\n\t\t2\n\t]\n}"
         );
+    }
+
+    #[test]
+    fn a_snapshot_is_taken_under_the_persist_lock() -> Result<(), StoreError> {
+        let dir = tmp();
+        let file: ConfigFile<crate::config_tables::DelayOffsetDocument> =
+            ConfigFile::new(dir.path().join("delayOffset.json"));
+        let mut held = None;
+        file.persist_snapshot(|| {
+            // Another persist cannot start between this snapshot and its write.
+            held = Some(file.persist_lock.try_lock().is_none());
+            Ok("{}".to_owned())
+        })?;
+        assert_eq!(held, Some(true));
+        assert_eq!(
+            fs::read_to_string(dir.path().join("delayOffset.json"))
+                .ok()
+                .as_deref(),
+            Some("{}")
+        );
+        Ok(())
     }
 
     #[test]

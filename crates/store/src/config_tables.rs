@@ -191,8 +191,7 @@ impl TopicConfigTable {
 
     /// Writes `topics.json` atomically.
     pub fn persist(&self) -> Result<(), StoreError> {
-        let text = self.doc.read().encode()?;
-        self.file.persist_text(&text)
+        self.file.persist_snapshot(|| self.doc.read().encode())
     }
 
     /// Path of the file.
@@ -329,8 +328,7 @@ impl SubscriptionGroupTable {
 
     /// Writes `subscriptionGroup.json` atomically.
     pub fn persist(&self) -> Result<(), StoreError> {
-        let text = self.doc.read().encode()?;
-        self.file.persist_text(&text)
+        self.file.persist_snapshot(|| self.doc.read().encode())
     }
 
     pub fn path(&self) -> &Path {
@@ -508,8 +506,7 @@ impl ConsumerOffsetTable {
 
     /// Writes `consumerOffset.json` atomically.
     pub fn persist(&self) -> Result<(), StoreError> {
-        let text = self.encode()?;
-        self.file.persist_text(&text)
+        self.file.persist_snapshot(|| self.encode())
     }
 
     pub fn path(&self) -> &Path {
@@ -573,11 +570,12 @@ impl DelayOffsetTable {
 
     /// Writes `delayOffset.json` atomically.
     pub fn persist(&self) -> Result<(), StoreError> {
-        let text = DelayOffsetDocument {
-            offset_table: self.snapshot(),
-        }
-        .encode()?;
-        self.file.persist_text(&text)
+        self.file.persist_snapshot(|| {
+            DelayOffsetDocument {
+                offset_table: self.snapshot(),
+            }
+            .encode()
+        })
     }
 
     pub fn path(&self) -> &Path {
