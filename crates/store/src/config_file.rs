@@ -288,13 +288,7 @@ impl<T: ConfigData> ConfigFile<T> {
 
     /// Writes `value` atomically (see [`persist_atomically`]).
     pub fn persist(&self, value: &T) -> Result<(), StoreError> {
-        let text = value.encode()?;
-        self.persist_text(&text)
-    }
-
-    /// Writes already-encoded content atomically.
-    pub fn persist_text(&self, text: &str) -> Result<(), StoreError> {
-        self.persist_snapshot(|| Ok(text.to_owned()))
+        self.persist_snapshot(|| value.encode())
     }
 
     /// Takes the content with `snapshot` and writes it atomically, both under the file's persist
