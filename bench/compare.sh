@@ -206,7 +206,11 @@ wait_ready() {
     fi
 }
 
-# proc_stats <pid>: "<peak RSS KiB> <CPU seconds>" from /proc.
+# ticks_s <ticks>: clock ticks (/proc's unit for CPU time) as seconds, two decimals.
+ticks_s() {
+    python3 -c "import os,sys; print(round(int(sys.argv[1]) / os.sysconf('SC_CLK_TCK'), 2))" "$1"
+}
+
 # proc_stats <pid>: "<peak RSS KiB> <anonymous RSS KiB now> <CPU seconds>" from /proc. The peak
 # includes resident pages of the mapped commit log (file-backed), for every broker alike.
 proc_stats() {
@@ -214,7 +218,7 @@ proc_stats() {
     hwm="$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")"
     anon="$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")"
     ticks="$(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')"
-    echo "$hwm $anon $(python3 -c "import os,sys; print(round(int(sys.argv[1]) / os.sysconf('SC_CLK_TCK'), 2))" "$ticks")"
+    echo "$hwm $anon $(ticks_s "$ticks")"
 }
 
 # steal_ticks: the box's CPU steal so far (clock ticks, all CPUs), the 8th value of /proc/stat's
@@ -357,7 +361,7 @@ run_workload() {
         ;;
     esac
     # A tail latency read without this is hard to judge: the box's vCPUs share their host.
-    record "$broker" "$w" steal_s "$(python3 -c "import os,sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf('SC_CLK_TCK'), 2))" "$steal_before" "$(steal_ticks)")"
+    record "$broker" "$w" steal_s "$(ticks_s $(($(steal_ticks) - steal_before)))"
     stop_broker "$broker" "$w" "$dir"
 }
 
