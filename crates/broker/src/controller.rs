@@ -305,7 +305,12 @@ async fn persist_tables(ctx: &Arc<BrokerContext>, all: bool) {
         if let Err(e) = offsets {
             errors.push(format!("consumerOffset.json: {e}"));
         }
-        if let Err(e) = ctx.schedule.persist() {
+        let delay = if all {
+            ctx.schedule.persist()
+        } else {
+            ctx.schedule.persist_if_dirty().map(|_| ())
+        };
+        if let Err(e) = delay {
             errors.push(format!("delayOffset.json: {e}"));
         }
         if all {

@@ -92,6 +92,11 @@ impl ScheduleMessageService {
         self.offsets.persist()
     }
 
+    /// Writes delayOffset.json if a level advanced since the last write (the periodic persist).
+    pub fn persist_if_dirty(&self) -> Result<bool, StoreError> {
+        self.offsets.persist_if_dirty()
+    }
+
     /// Spawns one delivery task per level. They stop when the context is dropped or its
     /// shutdown token is cancelled.
     pub fn start(self: &Arc<Self>, ctx: &Arc<BrokerContext>) -> Vec<JoinHandle<()>> {
@@ -267,5 +272,28 @@ mod tests {
         let s = ScheduleMessageService::open(dir.path(), vec![1000, 5000]).unwrap();
         assert_eq!(s.offset(2), 7);
         assert!(s.encode().unwrap().contains('7'));
+    }
+
+    #[test]
+    fn the_periodic_persist_writes_only_after_a_level_advanced() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ScheduleMessageService::open(dir.path(), vec![1000, 5000]).unwrap();
+        let path = config_path(dir.path(), DELAY_OFFSET_FILE);
+        assert!(!s.persist_if_dirty().unwrap());
+        assert!(!path.exists(), "nothing advanced, nothing written");
+
+        s.offsets.set(1, 3);
+        assert!(s.persist_if_dirty().unwrap());
+        assert!(std::fs::read_to_string(&path).unwrap().contains('3'));
+        // Written once; setting a level to the offset it already has is no change.
+        std::fs::remove_file(&path).unwrap();
+        s.offsets.set(1, 3);
+        assert!(!s.persist_if_dirty().unwrap());
+        assert!(!path.exists());
+
+        s.offsets.set(1, 4);
+        assert!(s.persist_if_dirty().unwrap());
+        let reopened = ScheduleMessageService::open(dir.path(), vec![1000, 5000]).unwrap();
+        assert_eq!(reopened.offset(1), 4);
     }
 }

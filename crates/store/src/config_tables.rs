@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use comet_protocol::body::{
     DataVersion, SubscriptionGroupConfig, TopicConfig, TopicConfigSerializeWrapper, from_fastjson,
@@ -536,10 +537,14 @@ impl ConfigData for DelayOffsetDocument {
 }
 
 /// Progress of the delay-level timers (`delayOffset.json`).
+///
+/// The broker's persist task runs every few seconds; `dirty` lets it skip the write (three
+/// fsyncs) while no level advanced, which is most of the time on a broker without delayed messages.
 #[derive(Debug)]
 pub struct DelayOffsetTable {
     file: ConfigFile<DelayOffsetDocument>,
     table: RwLock<BTreeMap<i32, i64>>,
+    dirty: AtomicBool,
 }
 
 impl DelayOffsetTable {
@@ -550,6 +555,7 @@ impl DelayOffsetTable {
         Ok(DelayOffsetTable {
             file,
             table: RwLock::new(doc.offset_table),
+            dirty: AtomicBool::new(false),
         })
     }
 
@@ -560,7 +566,9 @@ impl DelayOffsetTable {
 
     /// Records the next offset to deliver for a delay level.
     pub fn set(&self, level: i32, offset: i64) {
-        self.table.write().insert(level, offset);
+        if self.table.write().insert(level, offset) != Some(offset) {
+            self.dirty.store(true, Ordering::Release);
+        }
     }
 
     /// A copy of the table.
@@ -568,8 +576,24 @@ impl DelayOffsetTable {
         self.table.read().clone()
     }
 
-    /// Writes `delayOffset.json` atomically.
+    /// Writes `delayOffset.json` if a level advanced since the last write; true if it wrote.
+    pub fn persist_if_dirty(&self) -> Result<bool, StoreError> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        self.persist().map(|()| true)
+    }
+
+    /// Writes `delayOffset.json` atomically (unconditionally: shutdown, admin requests).
     pub fn persist(&self) -> Result<(), StoreError> {
+        // Cleared before the snapshot is taken: a `set` racing with this write marks the table
+        // dirty again and is written next time. A failed write leaves it dirty.
+        self.dirty.store(false, Ordering::Release);
+        self.write_snapshot()
+            .inspect_err(|_| self.dirty.store(true, Ordering::Release))
+    }
+
+    fn write_snapshot(&self) -> Result<(), StoreError> {
         self.file.persist_snapshot(|| {
             DelayOffsetDocument {
                 offset_table: self.snapshot(),
