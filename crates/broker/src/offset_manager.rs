@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use comet_store::StoreError;
+use comet_store::config_file::DirtyFlag;
 use comet_store::config_tables::{
     CONSUMER_OFFSET_FILE, ConsumerOffsetTable, OffsetTable, config_path,
 };
@@ -24,7 +24,7 @@ pub const NO_OFFSET: i64 = -1;
 #[derive(Debug)]
 pub struct ConsumerOffsetManager {
     table: ConsumerOffsetTable,
-    dirty: AtomicBool,
+    dirty: DirtyFlag,
 }
 
 impl ConsumerOffsetManager {
@@ -32,7 +32,7 @@ impl ConsumerOffsetManager {
     pub fn open(store_root: &Path) -> Result<Self, StoreError> {
         Ok(ConsumerOffsetManager {
             table: ConsumerOffsetTable::open(&config_path(store_root, CONSUMER_OFFSET_FILE))?,
-            dirty: AtomicBool::new(false),
+            dirty: DirtyFlag::default(),
         })
     }
 
@@ -48,7 +48,7 @@ impl ConsumerOffsetManager {
     ) {
         tracing::trace!(client = %client_host, group, topic, queue_id, offset, "commit offset");
         self.table.commit(group, topic, queue_id, offset);
-        self.dirty.store(true, Ordering::Release);
+        self.dirty.mark();
     }
 
     /// The committed offset, or [`NO_OFFSET`] (−1).
@@ -82,7 +82,7 @@ impl ConsumerOffsetManager {
     pub fn remove_group(&self, group: &str) -> usize {
         let n = self.table.remove_group(group);
         if n > 0 {
-            self.dirty.store(true, Ordering::Release);
+            self.dirty.mark();
         }
         n
     }
@@ -91,7 +91,7 @@ impl ConsumerOffsetManager {
     pub fn remove_topic(&self, topic: &str) -> usize {
         let n = self.table.remove_topic(topic);
         if n > 0 {
-            self.dirty.store(true, Ordering::Release);
+            self.dirty.mark();
         }
         n
     }
@@ -108,22 +108,12 @@ impl ConsumerOffsetManager {
 
     /// Writes the file if something changed since the last write.
     pub fn persist_if_dirty(&self) -> Result<bool, StoreError> {
-        if !self.dirty.swap(false, Ordering::AcqRel) {
-            return Ok(false);
-        }
-        if let Err(e) = self.table.persist() {
-            self.dirty.store(true, Ordering::Release);
-            return Err(e);
-        }
-        Ok(true)
+        self.dirty.write_if_marked(|| self.table.persist())
     }
 
     /// Writes the file unconditionally (shutdown).
     pub fn persist(&self) -> Result<(), StoreError> {
-        self.dirty.store(false, Ordering::Release);
-        self.table.persist().inspect_err(|_| {
-            self.dirty.store(true, Ordering::Release);
-        })
+        self.dirty.write(|| self.table.persist())
     }
 }
 

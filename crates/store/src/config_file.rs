@@ -14,6 +14,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -305,9 +306,85 @@ impl<T: ConfigData> ConfigFile<T> {
     }
 }
 
+/// Whether a config table changed since its file was last written, so the broker's periodic
+/// persist can skip an unchanged file (a write costs three fsyncs).
+///
+/// The mark is cleared before the write takes its snapshot: a change racing with the write marks
+/// the table again and is written next time. A failed write leaves it marked.
+#[derive(Debug, Default)]
+pub struct DirtyFlag(AtomicBool);
+
+impl DirtyFlag {
+    /// Records that the table changed.
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Runs `write` if the table changed since the last write; true if it wrote.
+    pub fn write_if_marked(
+        &self,
+        write: impl FnOnce() -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        if !self.0.swap(false, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        write().inspect_err(|_| self.mark()).map(|()| true)
+    }
+
+    /// Runs `write` unconditionally (shutdown).
+    pub fn write(&self, write: impl FnOnce() -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.0.store(false, Ordering::Release);
+        write().inspect_err(|_| self.mark())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dirty_flag_writes_when_marked_and_stays_marked_after_a_failed_write() {
+        let flag = DirtyFlag::default();
+        let mut writes = 0;
+        assert!(
+            !flag
+                .write_if_marked(|| {
+                    writes += 1;
+                    Ok(())
+                })
+                .unwrap()
+        );
+        flag.mark();
+        let failed = flag.write_if_marked(|| Err(StoreError::Config("disk full".into())));
+        assert!(failed.is_err());
+        assert!(
+            flag.write_if_marked(|| {
+                writes += 1;
+                Ok(())
+            })
+            .unwrap()
+        );
+        assert!(
+            !flag
+                .write_if_marked(|| {
+                    writes += 1;
+                    Ok(())
+                })
+                .unwrap()
+        );
+        assert!(
+            flag.write(|| Err(StoreError::Config("disk full".into())))
+                .is_err()
+        );
+        assert!(
+            flag.write_if_marked(|| {
+                writes += 1;
+                Ok(())
+            })
+            .unwrap()
+        );
+        assert_eq!(writes, 2);
+    }
 
     fn tmp() -> tempfile::TempDir {
         tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))

@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use comet_protocol::body::{
     DataVersion, SubscriptionGroupConfig, TopicConfig, TopicConfigSerializeWrapper, from_fastjson,
@@ -18,7 +17,7 @@ use comet_protocol::body::{
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
-use crate::config_file::{ConfigData, ConfigFile, to_fastjson_pretty};
+use crate::config_file::{ConfigData, ConfigFile, DirtyFlag, to_fastjson_pretty};
 use crate::error::StoreError;
 
 /// Directory under the store root holding the config files.
@@ -538,13 +537,13 @@ impl ConfigData for DelayOffsetDocument {
 
 /// Progress of the delay-level timers (`delayOffset.json`).
 ///
-/// The broker's persist task runs every few seconds; `dirty` lets it skip the write (three
-/// fsyncs) while no level advanced, which is most of the time on a broker without delayed messages.
+/// The broker's persist task runs every few seconds; `dirty` lets it skip the write while no
+/// level advanced, which is most of the time on a broker without delayed messages.
 #[derive(Debug)]
 pub struct DelayOffsetTable {
     file: ConfigFile<DelayOffsetDocument>,
     table: RwLock<BTreeMap<i32, i64>>,
-    dirty: AtomicBool,
+    dirty: DirtyFlag,
 }
 
 impl DelayOffsetTable {
@@ -555,7 +554,7 @@ impl DelayOffsetTable {
         Ok(DelayOffsetTable {
             file,
             table: RwLock::new(doc.offset_table),
-            dirty: AtomicBool::new(false),
+            dirty: DirtyFlag::default(),
         })
     }
 
@@ -567,7 +566,7 @@ impl DelayOffsetTable {
     /// Records the next offset to deliver for a delay level.
     pub fn set(&self, level: i32, offset: i64) {
         if self.table.write().insert(level, offset) != Some(offset) {
-            self.dirty.store(true, Ordering::Release);
+            self.dirty.mark();
         }
     }
 
@@ -578,19 +577,12 @@ impl DelayOffsetTable {
 
     /// Writes `delayOffset.json` if a level advanced since the last write; true if it wrote.
     pub fn persist_if_dirty(&self) -> Result<bool, StoreError> {
-        if !self.dirty.swap(false, Ordering::AcqRel) {
-            return Ok(false);
-        }
-        self.persist().map(|()| true)
+        self.dirty.write_if_marked(|| self.write_snapshot())
     }
 
-    /// Writes `delayOffset.json` atomically (unconditionally: shutdown, admin requests).
+    /// Writes `delayOffset.json` atomically, changed or not (shutdown).
     pub fn persist(&self) -> Result<(), StoreError> {
-        // Cleared before the snapshot is taken: a `set` racing with this write marks the table
-        // dirty again and is written next time. A failed write leaves it dirty.
-        self.dirty.store(false, Ordering::Release);
-        self.write_snapshot()
-            .inspect_err(|_| self.dirty.store(true, Ordering::Release))
+        self.dirty.write(|| self.write_snapshot())
     }
 
     fn write_snapshot(&self) -> Result<(), StoreError> {
