@@ -126,7 +126,9 @@ PY
 now_ns() { date +%s%N; }
 
 # start_broker <broker> <flush> <dir> [keep]: sets BROKER_PID, NAMESRV, BROKER_PORT, STARTED_NS,
-# STARTER_PID. With "keep" the directory (and so the store) of an earlier start is reused.
+# STARTER_PID. With "keep" the directory (and so the store) of an earlier start is reused; the
+# brokers' logs are appended to, so R10's first start (a start→first-send figure too) keeps its
+# timeline beside the restart's.
 start_broker() {
     local broker=$1 flush=$2 dir=$3 keep=${4:-} ports
     if [[ $keep != keep ]]; then rm -rf "$dir"; fi
@@ -139,14 +141,14 @@ start_broker() {
     case "$broker" in
     comet)
         "$COMET_BIN" serve --namesrv-listen "$NAMESRV" --broker-listen "127.0.0.1:$bp" \
-            --data-dir "$dir/data" --set "flushDiskType=$flush" >"$dir/comet.log" 2>&1 &
+            --data-dir "$dir/data" --set "flushDiskType=$flush" >>"$dir/comet.log" 2>&1 &
         BROKER_PID=$!
         STARTER_PID=""
         echo "comet serve --namesrv-listen $NAMESRV --broker-listen 127.0.0.1:$bp --data-dir DIR --set flushDiskType=$flush" >"$dir/cmdline"
         ;;
     apache)
         NAMESRV_PORT=$np BROKER_PORT=$bp FLUSH_DISK_TYPE=$flush JAVA_HEAP=$JAVA_HEAP COMMITLOG_FILE_SIZE=1073741824 \
-            ROCKETMQ_VERSION=$ROCKETMQ_VERSION "$ROOT/interop/apache/run.sh" start "$dir/rmq" >"$dir/runsh.log" 2>&1 &
+            ROCKETMQ_VERSION=$ROCKETMQ_VERSION "$ROOT/interop/apache/run.sh" start "$dir/rmq" >>"$dir/runsh.log" 2>&1 &
         STARTER_PID=$!
         # The broker pid file appears once run.sh launched the broker JVM.
         local deadline=$((SECONDS + START_PATIENCE))
@@ -175,7 +177,7 @@ CONF
         # 1.0.0's name server refuses a properties file ("failed to load NameServer runtime
         # configuration") and fails to start without a RocketMQ home: flags and a home it is.
         "$bin/rocketmq-namesrv-rust" --listenPort "$np" --bindAddress 127.0.0.1 --rocketmqHome "$dir" \
-            >"$dir/namesrv.log" 2>&1 &
+            >>"$dir/namesrv.log" 2>&1 &
         STARTER_PID=$!
         # The broker gives up at start if the name server is not listening yet.
         local deadline=$((SECONDS + START_PATIENCE))
@@ -184,7 +186,7 @@ CONF
             sleep 0.05
         done
         ROCKETMQ_HOME="$dir" "$bin/rocketmq-broker-rust" -c "$dir/broker.conf" -n "$NAMESRV" \
-            >"$dir/broker.log" 2>&1 &
+            >>"$dir/broker.log" 2>&1 &
         BROKER_PID=$!
         echo "rocketmq-namesrv-rust --listenPort P --bindAddress 127.0.0.1 --rocketmqHome DIR; ROCKETMQ_HOME=DIR rocketmq-broker-rust -c broker.conf -n $NAMESRV (flushDiskType=$flush)" >"$dir/cmdline"
         ;;
@@ -195,11 +197,14 @@ CONF
 # wait_ready <broker> <workload> <dir>: waits for the first accepted send; records start_ms.
 wait_ready() {
     local broker=$1 workload=$2 dir=$3
-    bench "$broker" "$workload-ready" "$dir/ready.json" produce -n "$NAMESRV" -t "Ready$workload" \
+    # The launch and ready instants stay in the directory (one pair per start, so R10's restart
+    # does not overwrite its first start's) to be read against the broker's log timestamps.
+    echo "$STARTED_NS" >"$dir/$workload.started_ns"
+    bench "$broker" "$workload-ready" "$dir/$workload.ready.json" produce -n "$NAMESRV" -t "Ready$workload" \
         --queues "$QUEUES" -p 1 -s "$SIZE" --count 1 --wait-ready "$START_PATIENCE" \
         || die "$broker did not accept a send within ${START_PATIENCE}s (see $dir)"
     local ready_ns
-    ready_ns="$(json_get "$dir/ready.json" ready_unix_nanos)"
+    ready_ns="$(json_get "$dir/$workload.ready.json" ready_unix_nanos)"
     record "$broker" "$workload" start_ms "$(((ready_ns - STARTED_NS) / 1000000))"
     if [[ -n "${STARTER_PID:-}" && "$broker" == apache ]]; then
         wait "$STARTER_PID" || die "run.sh start failed"
