@@ -196,15 +196,15 @@ CONF
 
 # wait_ready <broker> <workload> <dir>: waits for the first accepted send; records start_ms.
 wait_ready() {
-    local broker=$1 workload=$2 dir=$3
-    # The launch and ready instants stay in the directory (one pair per start, so R10's restart
-    # does not overwrite its first start's) to be read against the broker's log timestamps.
+    local broker=$1 workload=$2 dir=$3 ready_ns
+    # One launch/ready pair per start (R10's restart keeps its first start's), to be read
+    # against the broker's log timestamps.
+    local ready="$dir/$workload.ready.json"
     echo "$STARTED_NS" >"$dir/$workload.started_ns"
-    bench "$broker" "$workload-ready" "$dir/$workload.ready.json" produce -n "$NAMESRV" -t "Ready$workload" \
+    bench "$broker" "$workload-ready" "$ready" produce -n "$NAMESRV" -t "Ready$workload" \
         --queues "$QUEUES" -p 1 -s "$SIZE" --count 1 --wait-ready "$START_PATIENCE" \
         || die "$broker did not accept a send within ${START_PATIENCE}s (see $dir)"
-    local ready_ns
-    ready_ns="$(json_get "$dir/$workload.ready.json" ready_unix_nanos)"
+    ready_ns="$(json_get "$ready" ready_unix_nanos)"
     record "$broker" "$workload" start_ms "$(((ready_ns - STARTED_NS) / 1000000))"
     if [[ -n "${STARTER_PID:-}" && "$broker" == apache ]]; then
         wait "$STARTER_PID" || die "run.sh start failed"
