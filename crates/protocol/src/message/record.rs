@@ -316,64 +316,24 @@ impl<'a> RecordView<'a> {
     }
 }
 
-/// Bounds-checked big-endian reads over one record.
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ProtocolError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .ok_or_else(|| truncated(field, self.pos))?;
-        let bytes = self
-            .buf
-            .get(self.pos..end)
-            .ok_or_else(|| truncated(field, self.pos))?;
-        self.pos = end;
-        Ok(bytes)
-    }
-
-    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], ProtocolError> {
-        let bytes = self.take(N, field)?;
-        bytes.try_into().map_err(|_| truncated(field, self.pos))
-    }
-
-    fn i8(&mut self, field: &'static str) -> Result<i8, ProtocolError> {
-        Ok(i8::from_be_bytes(self.array(field)?))
-    }
-
-    fn i16(&mut self, field: &'static str) -> Result<i16, ProtocolError> {
-        Ok(i16::from_be_bytes(self.array(field)?))
-    }
-
-    fn i32(&mut self, field: &'static str) -> Result<i32, ProtocolError> {
-        Ok(i32::from_be_bytes(self.array(field)?))
-    }
-
-    fn host(&mut self, v6: bool, field: &'static str) -> Result<SocketAddr, ProtocolError> {
-        let ip = if v6 {
-            IpAddr::V6(Ipv6Addr::from(self.array::<16>(field)?))
-        } else {
-            IpAddr::V4(Ipv4Addr::from(self.array::<4>(field)?))
-        };
-        let port = self.i32(field)?;
-        let port = u16::try_from(port)
-            .map_err(|_| ProtocolError::Message(format!("{field} port {port} is out of range")))?;
-        Ok(SocketAddr::new(ip, port))
-    }
-
-    /// A length field that must be non-negative.
-    fn len(&mut self, raw: i64, field: &'static str) -> Result<usize, ProtocolError> {
-        usize::try_from(raw)
-            .map_err(|_| ProtocolError::Message(format!("{field} {raw} is negative")))
-    }
-}
-
+#[cold]
 fn truncated(field: &'static str, pos: usize) -> ProtocolError {
     ProtocolError::Message(format!("record truncated at {field} (byte {pos})"))
+}
+
+#[cold]
+fn negative_length(field: &'static str, len: i32) -> ProtocolError {
+    ProtocolError::Message(format!("{field} {len} is negative"))
+}
+
+#[cold]
+fn port_out_of_range(field: &'static str, port: i32) -> ProtocolError {
+    ProtocolError::Message(format!("{field} port {port} is out of range"))
+}
+
+/// A length field read as `i32`, which must be non-negative.
+fn non_negative(raw: i32, field: &'static str) -> Result<usize, ProtocolError> {
+    usize::try_from(raw).map_err(|_| negative_length(field, raw))
 }
 
 /// Width of a host field.
@@ -389,6 +349,13 @@ fn be_i32(buf: &[u8], pos: usize) -> i32 {
         .map_or(0, i32::from_be_bytes)
 }
 
+/// The big-endian i16 at `pos`; see [`be_i32`].
+fn be_i16(buf: &[u8], pos: usize) -> i16 {
+    buf.get(pos..pos + 2)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, i16::from_be_bytes)
+}
+
 /// The big-endian i64 at `pos`; see [`be_i32`].
 fn be_i64(buf: &[u8], pos: usize) -> i64 {
     buf.get(pos..pos + 8)
@@ -397,15 +364,29 @@ fn be_i64(buf: &[u8], pos: usize) -> i64 {
 }
 
 /// The host field of `len` bytes ([`HOST_V4_LEN`] or [`HOST_V6_LEN`]) at `pos`, which the caller
-/// has checked `buf` holds.
+/// has checked `buf` holds (a shorter `buf` reads as zeros, which no caller can observe).
 fn host_at(
     buf: &[u8],
     pos: usize,
     len: usize,
     field: &'static str,
 ) -> Result<SocketAddr, ProtocolError> {
-    let mut cur = Cursor { buf, pos };
-    cur.host(len == HOST_V6_LEN, field)
+    let ip = if len == HOST_V6_LEN {
+        let octets: [u8; 16] = buf
+            .get(pos..pos + 16)
+            .and_then(|b| b.try_into().ok())
+            .unwrap_or_default();
+        IpAddr::V6(Ipv6Addr::from(octets))
+    } else {
+        let octets: [u8; 4] = buf
+            .get(pos..pos + 4)
+            .and_then(|b| b.try_into().ok())
+            .unwrap_or_default();
+        IpAddr::V4(Ipv4Addr::from(octets))
+    };
+    let port = be_i32(buf, pos + len - 4);
+    let port = u16::try_from(port).map_err(|_| port_out_of_range(field, port))?;
+    Ok(SocketAddr::new(ip, port))
 }
 
 /// Decodes the record at the start of `buf` without allocating. `buf` may extend past the record
@@ -463,31 +444,47 @@ pub fn decode_record_view(buf: &[u8]) -> Result<RecordView<'_>, ProtocolError> {
     let store_timestamp = be_i64(record, store_timestamp_pos);
     let reconsume_times = be_i32(record, reconsume_times_pos);
     let prepared_transaction_offset = be_i64(record, reconsume_times_pos + 4);
-    let mut cur = Cursor {
-        buf: record,
-        pos: body_len_pos,
-    };
-    let body_len = cur.i32("BODYLEN")?;
-    let body_len = cur.len(i64::from(body_len), "BODYLEN")?;
-    let body = cur.take(body_len, "BODY")?;
-    let topic_len = if magic_v2 {
-        i64::from(cur.i16("TOPICLEN")?)
+    // The variable-length tail: BODY, TOPIC and PROPERTIES, each after its length. Positions
+    // are checked against the record before each read (`be_*` read zeros past the end, so the
+    // checks are what makes a short record an error rather than a misread).
+    let body_len = non_negative(be_i32(record, body_len_pos), "BODYLEN")?;
+    let body_start = body_len_pos + 4;
+    let topic_len_pos = body_start
+        .checked_add(body_len)
+        .filter(|end| *end <= total)
+        .ok_or_else(|| truncated("BODY", body_start))?;
+    let body = record.get(body_start..topic_len_pos).unwrap_or_default();
+    let (topic_len, topic_start) = if magic_v2 {
+        if topic_len_pos + 2 > total {
+            return Err(truncated("TOPICLEN", topic_len_pos));
+        }
+        (i32::from(be_i16(record, topic_len_pos)), topic_len_pos + 2)
     } else {
-        i64::from(cur.i8("TOPICLEN")?)
+        let len = record
+            .get(topic_len_pos)
+            .ok_or_else(|| truncated("TOPICLEN", topic_len_pos))?;
+        (i32::from(*len as i8), topic_len_pos + 1)
     };
-    let topic_len = cur.len(topic_len, "TOPICLEN")?;
-    let topic = cur.take(topic_len, "TOPIC")?;
+    let topic_len = non_negative(topic_len, "TOPICLEN")?;
+    let props_len_pos = topic_start + topic_len;
+    if props_len_pos + 2 > total {
+        return Err(truncated("TOPIC", topic_start));
+    }
+    let topic = record.get(topic_start..props_len_pos).unwrap_or_default();
     let topic = std::str::from_utf8(topic)
         .map_err(|e| ProtocolError::Message(format!("record topic is not valid UTF-8: {e}")))?;
-    let props_len = cur.i16("PROPLEN")?;
-    let props_len = cur.len(i64::from(props_len), "PROPLEN")?;
-    let properties = cur.take(props_len, "PROPERTIES")?;
-    if cur.pos != total {
+    let props_len = non_negative(i32::from(be_i16(record, props_len_pos)), "PROPLEN")?;
+    let props_start = props_len_pos + 2;
+    let end = props_start + props_len;
+    if end > total {
+        return Err(truncated("PROPERTIES", props_start));
+    }
+    if end != total {
         return Err(ProtocolError::Message(format!(
-            "record fields end at byte {} but TOTALSIZE is {total}",
-            cur.pos
+            "record fields end at byte {end} but TOTALSIZE is {total}"
         )));
     }
+    let properties = record.get(props_start..end).unwrap_or_default();
 
     Ok(RecordView {
         total_size,
@@ -786,6 +783,86 @@ mod tests {
         assert!(decode_record(&crc, false).is_ok());
         assert!(decode_record(&crc, true).is_err());
         assert!(decode_record_view(&[]).is_err());
+    }
+
+    /// BODYLEN + TOPICLEN + PROPLEN and the fixed fields of an accepted view add up to its
+    /// TOTALSIZE, and its slices are exactly where the lengths say.
+    fn assert_tiles(record: &[u8], view: &RecordView<'_>, topic_len_width: usize) {
+        let hosts = host_len(view.sys_flag & sysflag::BORNHOST_V6 != 0)
+            + host_len(view.sys_flag & sysflag::STOREHOSTADDRESS_V6 != 0);
+        let fixed = BORN_HOST_POS + hosts + 8 + 4 + 8 + 4 + topic_len_width + 2;
+        assert_eq!(
+            fixed + view.body.len() + view.topic.len() + view.properties.len(),
+            view.size()
+        );
+        let body_start = BORN_HOST_POS + hosts + 8 + 4 + 8 + 4;
+        assert_eq!(
+            record.get(body_start..body_start + view.body.len()),
+            Some(view.body)
+        );
+        let end = view.size();
+        assert_eq!(
+            record.get(end - view.properties.len()..end),
+            Some(view.properties)
+        );
+    }
+
+    #[test]
+    fn decoder_never_panics_and_accepts_only_consistent_lengths() {
+        // A 128-byte topic makes a V2 record (two-byte TOPICLEN).
+        for topic in ["TopicA".to_owned(), "t".repeat(128)] {
+            let good = encode(&sample(&topic, b"body bytes")).to_vec();
+            let width = if peek_magic(&good) == Some(MESSAGE_MAGIC_V2) {
+                2
+            } else {
+                1
+            };
+            assert_eq!(width == 2, topic.len() > 127);
+            let view = decode_record_view(&good).expect("the sample decodes");
+            assert_tiles(&good, &view, width);
+            // Every length field set to values around its true one, negative and huge: no
+            // panic, and whatever is accepted tiles its TOTALSIZE.
+            let body_len_pos = BORN_HOST_POS + HOST_V4_LEN + 8 + HOST_V4_LEN + 4 + 8;
+            let topic_len_pos = body_len_pos + 4 + view.body.len();
+            let props_len_pos = topic_len_pos + width + view.topic.len();
+            for (pos, field_width) in [
+                (body_len_pos, 4),
+                (topic_len_pos, width),
+                (props_len_pos, 2),
+            ] {
+                for value in [
+                    -1_i64,
+                    0,
+                    1,
+                    2,
+                    5,
+                    9,
+                    10,
+                    11,
+                    127,
+                    128,
+                    32_767,
+                    65_535,
+                    1 << 30,
+                ] {
+                    let mut bad = good.clone();
+                    let bytes = value.to_be_bytes();
+                    bad[pos..pos + field_width].copy_from_slice(&bytes[8 - field_width..]);
+                    if let Ok(v) = decode_record_view(&bad) {
+                        assert_tiles(&bad, &v, width);
+                    }
+                }
+            }
+            // Every byte replaced by a few values, and every prefix: no panic.
+            for i in 0..good.len() {
+                for b in [0x00_u8, 0x01, 0x7F, 0x80, 0xFF] {
+                    let mut bad = good.clone();
+                    bad[i] = b;
+                    let _ = decode_record_view(&bad);
+                }
+                assert!(decode_record_view(&good[..i]).is_err(), "prefix {i}");
+            }
+        }
     }
 
     #[test]
