@@ -218,6 +218,21 @@ impl ExtFields {
         }
     }
 
+    /// [`ExtFields::insert_with`] for a key the caller knows is not in the map yet (the JSON
+    /// decoder tracks the keys it has seen), so the search for a repeated key is skipped.
+    pub(crate) fn push_new_with(&mut self, key: &str, write: impl FnOnce(&mut String)) {
+        debug_assert!(
+            self.find(key).is_none(),
+            "push_new_with of a present key {key:?}"
+        );
+        let (ks, ke) = self.push_str(key);
+        let start = self.arena.len();
+        write(&mut self.arena);
+        let vs = u32::try_from(start).unwrap_or(u32::MAX);
+        let ve = u32::try_from(self.arena.len()).unwrap_or(u32::MAX);
+        self.spans.push([ks, ke, vs, ve]);
+    }
+
     pub fn remove(&mut self, key: &str) -> Option<String> {
         let idx = self.find(key)?;
         let sp = self.spans.remove(idx);

@@ -269,16 +269,32 @@ impl<'a> Scanner<'a> {
             _ => return None,
         }
         // Escapes: unescape into the scratch buffer from here on.
-        self.scratch.clear();
-        self.scratch.push_str(self.text.get(start..self.pos)?);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        scratch.push_str(self.text.get(start..self.pos)?);
+        let done = self.unescape_rest(&mut scratch);
+        self.scratch = scratch;
+        done.map(|()| Str::Scratch)
+    }
+
+    /// Appends the string literal next (after whitespace) to `out`, unescaped: header values
+    /// are written straight into the [`ExtFields`] arena this way, with no scratch copy.
+    fn string_into(&mut self, out: &mut String) -> Option<()> {
+        self.expect(b'"')?;
+        self.unescape_rest(out)
+    }
+
+    /// From the cursor, inside a string literal, appends its unescaped content to `out` and
+    /// consumes the closing quote.
+    fn unescape_rest(&mut self, out: &mut String) -> Option<()> {
         loop {
             let run = self.pos;
             self.pos += find_special(self.bytes.get(run..)?)?;
-            self.scratch.push_str(self.text.get(run..self.pos)?);
+            out.push_str(self.text.get(run..self.pos)?);
             match *self.bytes.get(self.pos)? {
                 b'"' => {
                     self.pos += 1;
-                    return Some(Str::Scratch);
+                    return Some(());
                 }
                 b'\\' => {
                     self.pos += 1;
@@ -309,13 +325,13 @@ impl<'a> Scanner<'a> {
                                 }
                                 _ => char::from_u32(hi)?,
                             };
-                            self.scratch.push(c);
+                            out.push(c);
                             continue;
                         }
                         _ => return None,
                     };
                     self.pos += 1;
-                    self.scratch.push(c);
+                    out.push(c);
                 }
                 _ => return None,
             }
@@ -354,6 +370,10 @@ impl<'a> Scanner<'a> {
         let text: &'a str = self.text;
         // Only a key with escapes is copied out of the scratch buffer (its value may need it).
         let mut escaped_key = String::new();
+        // Keys seen so far, as a one-word Bloom filter: a key whose bit is clear is certainly
+        // new, and is appended without searching the map for it (a repeated key, or one that
+        // shares a bit, takes `insert_with`, which replaces: last value wins).
+        let mut seen = 0u64;
         loop {
             if ext.len() >= MAX_EXT_FIELDS {
                 return None;
@@ -366,24 +386,36 @@ impl<'a> Scanner<'a> {
                     &escaped_key
                 }
             };
+            let bit = key_bit(key);
+            let new = seen & bit == 0;
+            seen |= bit;
+            let put = |ext: &mut ExtFields, write: &mut dyn FnMut(&mut String)| {
+                if new {
+                    ext.push_new_with(key, write);
+                } else {
+                    ext.insert_with(key, write);
+                }
+            };
             self.expect(b':')?;
             self.skip_ws();
             match *self.bytes.get(self.pos)? {
                 b'"' => {
-                    let v = self.string()?;
-                    let value = match v {
-                        Str::Input(..) => v.as_str(self.text),
-                        Str::Scratch => &self.scratch,
-                    };
-                    ext.insert(key, value);
+                    // Unescaped straight into the map's arena.
+                    let mut ok = false;
+                    put(&mut ext, &mut |arena| {
+                        ok = self.string_into(arena).is_some()
+                    });
+                    if !ok {
+                        return None;
+                    }
                 }
                 b't' if self.bytes.get(self.pos..self.pos + 4) == Some(b"true") => {
                     self.pos += 4;
-                    ext.insert(key, "true");
+                    put(&mut ext, &mut |arena| arena.push_str("true"));
                 }
                 b'f' if self.bytes.get(self.pos..self.pos + 5) == Some(b"false") => {
                     self.pos += 5;
-                    ext.insert(key, "false");
+                    put(&mut ext, &mut |arena| arena.push_str("false"));
                 }
                 b'n' => {
                     if !self.null() {
@@ -398,7 +430,7 @@ impl<'a> Scanner<'a> {
                     if literal == "-0" || literal.parse::<i64>().is_err() {
                         return None;
                     }
-                    ext.insert(key, literal);
+                    put(&mut ext, &mut |arena| arena.push_str(literal));
                 }
             }
             if self.eat(b',') {
@@ -408,6 +440,19 @@ impl<'a> Scanner<'a> {
             return Some(Some(ext));
         }
     }
+}
+
+/// A key's bit in the decoder's seen-keys filter: from its length and its first and last bytes,
+/// which tell apart the one-letter keys of SEND_MESSAGE_V2 and most named ones.
+fn key_bit(key: &str) -> u64 {
+    let bytes = key.as_bytes();
+    let first = u64::from(bytes.first().copied().unwrap_or(0));
+    let last = u64::from(bytes.last().copied().unwrap_or(0));
+    let h = (bytes.len() as u64)
+        .wrapping_mul(0x9E37_79B9)
+        .wrapping_add(first.wrapping_mul(31))
+        .wrapping_add(last.wrapping_mul(7));
+    1 << (h % 64)
 }
 
 #[cfg(test)]

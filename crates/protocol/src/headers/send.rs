@@ -124,7 +124,12 @@ struct V2Slots<'a> {
     l: Option<&'a str>,
     m: Option<&'a str>,
     n: Option<&'a str>,
-    rpc: bool,
+    // The RPC keys, read in the same pass (a lookup each cost a scan of all fields).
+    ns: Option<&'a str>,
+    nsd: Option<&'a str>,
+    bname: Option<&'a str>,
+    oway: Option<&'a str>,
+    lo: Option<&'a str>,
 }
 
 fn need<T: HeaderValue>(slot: Option<&str>, key: &'static str) -> Result<T> {
@@ -201,7 +206,11 @@ impl CommandHeader for SendMessageRequestHeaderV2 {
                 "l" => s.l = v,
                 "m" => s.m = v,
                 "n" => s.n = v,
-                "ns" | "nsd" | "bname" | "oway" | "lo" => s.rpc = true,
+                "ns" => s.ns = v,
+                "nsd" => s.nsd = v,
+                "bname" => s.bname = v,
+                "oway" => s.oway = v,
+                "lo" => s.lo = v,
                 _ => {}
             }
         }
@@ -220,10 +229,12 @@ impl CommandHeader for SendMessageRequestHeaderV2 {
             max_reconsume_times: maybe(s.l, "l")?,
             batch: maybe(s.m, "m")?,
             broker_name: maybe(s.n, "n")?,
-            rpc: if s.rpc {
-                RpcHeader::from_ext_fields(ext)?
-            } else {
-                RpcHeader::default()
+            rpc: RpcHeader {
+                namespace: maybe(s.ns, "ns")?,
+                namespaced: maybe(s.nsd, "nsd")?,
+                broker_name: maybe(s.bname, "bname")?,
+                oneway: maybe(s.oway, "oway")?,
+                logical: maybe(s.lo, "lo")?,
             },
         })
     }
