@@ -527,6 +527,12 @@ b"}"#,
             br#"{"code":1,"extFields":null}"#,
             br#"{}"#,
             br#"{"code":1,"extFields":{"a":"1","a":"2"}}"#,
+            // A repeated key spelled with an escape, a value then null, escapes in both keys
+            // and values around plain ones, and keys that share a Bloom bit.
+            br#"{"code":1,"extFields":{"\u0061":"1","b":"x\u0002y","a":"2","\u0062":"3"}}"#,
+            br#"{"code":1,"extFields":{"a":"1","a":null,"b":null}}"#,
+            br#"{"code":1,"extFields":{"k\u00e9y":"v\u00e9","plain":"p","k\u00e9y":true}}"#,
+            br#"{"code":1,"extFields":{"ab":"1","aab":"2","acb":"3","ab":"4"}}"#,
             br#"{"code":2147483647,"flag":-2147483648}"#,
             br#"{"code":1,"extFields":{"big":9223372036854775807}}"#,
         ] {
@@ -537,6 +543,26 @@ b"}"#,
                 .and_then(|c| c.ext("a").map(str::to_owned)),
             Some("2".to_owned())
         );
+    }
+
+    #[test]
+    fn repeated_and_escaped_keys_are_answered_here_as_serde_does() {
+        for src in [
+            &br#"{"code":1,"extFields":{"\u0061":"1","b":"x\u0002y","a":"2","\u0062":"3"}}"#[..],
+            br#"{"code":1,"extFields":{"a":"1","a":null,"b":null}}"#,
+            br#"{"code":1,"extFields":{"k\u00e9y":"v\u00e9","plain":"p","k\u00e9y":true}}"#,
+            br#"{"code":1,"extFields":{"ab":"1","aab":"2","acb":"3","ab":"4"}}"#,
+        ] {
+            let fast = decode(src);
+            assert!(fast.is_some(), "{:?}", String::from_utf8_lossy(src));
+            assert_eq!(fast, serde_path(src), "{:?}", String::from_utf8_lossy(src));
+        }
+        let ext = decode(br#"{"code":1,"extFields":{"\u0061":"1","b":"x\u0002y","a":"2"}}"#)
+            .and_then(|c| c.ext_fields);
+        let ext = ext.expect("ext fields");
+        assert_eq!(ext.len(), 2);
+        assert_eq!(ext.get("a"), Some("2"));
+        assert_eq!(ext.get("b"), Some("x\u{2}y"));
     }
 
     #[test]
