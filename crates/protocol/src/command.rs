@@ -198,23 +198,15 @@ impl ExtFields {
     /// Like [`ExtFields::insert`], with the value written by `write` straight into the arena
     /// (typed headers format numbers this way, without a `String` per field).
     pub fn insert_with(&mut self, key: &str, write: impl FnOnce(&mut String)) {
-        let existing = self.find(key);
-        let key_span = match existing {
-            Some(_) => None,
-            None => Some(self.push_str(key)),
-        };
-        let start = self.arena.len();
-        write(&mut self.arena);
-        // Frames are at most 16 MiB, so offsets always fit u32; saturate rather than wrap.
-        let vs = u32::try_from(start).unwrap_or(u32::MAX);
-        let ve = u32::try_from(self.arena.len()).unwrap_or(u32::MAX);
-        match (existing, key_span) {
-            (Some(idx), _) => {
-                self.spans[idx][2] = vs;
-                self.spans[idx][3] = ve;
+        match self.find(key) {
+            Some(idx) => {
+                let (vs, ve) = self.write_value(write);
+                if let Some(sp) = self.spans.get_mut(idx) {
+                    sp[2] = vs;
+                    sp[3] = ve;
+                }
             }
-            (None, Some((ks, ke))) => self.spans.push([ks, ke, vs, ve]),
-            (None, None) => {}
+            None => self.push_new_with(key, write),
         }
     }
 
@@ -226,11 +218,19 @@ impl ExtFields {
             "push_new_with of a present key {key:?}"
         );
         let (ks, ke) = self.push_str(key);
+        let (vs, ve) = self.write_value(write);
+        self.spans.push([ks, ke, vs, ve]);
+    }
+
+    /// Appends a value to the arena with `write` and returns its span.
+    fn write_value(&mut self, write: impl FnOnce(&mut String)) -> (u32, u32) {
         let start = self.arena.len();
         write(&mut self.arena);
-        let vs = u32::try_from(start).unwrap_or(u32::MAX);
-        let ve = u32::try_from(self.arena.len()).unwrap_or(u32::MAX);
-        self.spans.push([ks, ke, vs, ve]);
+        // Frames are at most 16 MiB, so offsets always fit u32; saturate rather than wrap.
+        (
+            u32::try_from(start).unwrap_or(u32::MAX),
+            u32::try_from(self.arena.len()).unwrap_or(u32::MAX),
+        )
     }
 
     pub fn remove(&mut self, key: &str) -> Option<String> {
