@@ -302,6 +302,24 @@ pub struct RemotingCommand {
     pub body_parts: Vec<Bytes>,
     /// The codec this command was decoded with, or will be encoded with.
     pub serialize_type: SerializeType,
+    /// Not on the wire: a response the transport may write only once a condition holds (see
+    /// [`ResponseHold`]). Always `None` on a decoded command.
+    pub hold: Option<ResponseHold>,
+}
+
+/// A condition on writing a response, for answers that claim something not yet true when the
+/// processor returns them. The broker answers a SYNC_FLUSH send with `until` = the end of its
+/// record in the CommitLog: the server connection writes the answer once its fence reports the
+/// CommitLog flushed that far (`comet_remoting::ResponseFence::released`), so the send needs no
+/// task of its own that waits for the flush, and every answer a group commit releases leaves in
+/// one write. An answer still held after the fence's hold timeout leaves with `expired_code`
+/// instead of its own code (FLUSH_DISK_TIMEOUT), its header otherwise unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseHold {
+    /// Position the fence must have released.
+    pub until: u64,
+    /// Code answered instead when the hold times out.
+    pub expired_code: i32,
 }
 
 impl Default for RemotingCommand {
@@ -317,6 +335,7 @@ impl Default for RemotingCommand {
             body: None,
             body_parts: Vec::new(),
             serialize_type: SerializeType::Json,
+            hold: None,
         }
     }
 }

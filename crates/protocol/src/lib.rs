@@ -15,5 +15,5 @@ pub mod headers;
 pub mod limits;
 pub mod message;
 
-pub use command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
+pub use command::{ExtFields, LanguageCode, RemotingCommand, ResponseHold, SerializeType};
 pub use error::ProtocolError;

@@ -69,7 +69,7 @@ prop_compose! {
     ) -> RemotingCommand {
         RemotingCommand {
             code, language, version, opaque, flag, remark, ext_fields: ext, body, body_parts: Vec::new(),
-            serialize_type: SerializeType::Json,
+            serialize_type: SerializeType::Json, hold: None,
         }
     }
 }
@@ -92,7 +92,7 @@ prop_compose! {
     ) -> RemotingCommand {
         RemotingCommand {
             code: code.into(), language, version: version.into(), opaque, flag, remark, ext_fields: ext, body, body_parts: Vec::new(),
-            serialize_type: SerializeType::RocketMq,
+            serialize_type: SerializeType::RocketMq, hold: None,
         }
     }
 }

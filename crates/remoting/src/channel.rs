@@ -69,7 +69,7 @@ pub(crate) struct WriteBudget {
 }
 
 impl WriteBudget {
-    fn new(high_water: usize) -> Self {
+    pub(crate) fn new(high_water: usize) -> Self {
         Self {
             queued: AtomicUsize::new(0),
             high_water: high_water.max(1),
@@ -77,7 +77,7 @@ impl WriteBudget {
         }
     }
 
-    fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.queued.load(Ordering::Acquire)
     }
 
@@ -85,7 +85,7 @@ impl WriteBudget {
         self.queued() >= self.high_water
     }
 
-    fn add(&self, bytes: usize) {
+    pub(crate) fn add(&self, bytes: usize) {
         self.queued.fetch_add(bytes, Ordering::AcqRel);
     }
 
@@ -330,6 +330,8 @@ impl Channel {
         let opaque = next_opaque();
         request.opaque = opaque;
         request.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
+        // Holds are for a server's responses.
+        request.hold = None;
         let mut frame = encode_split(request)?;
         frame.gather = gather;
         let (tx, rx) = oneshot::channel();
@@ -384,6 +386,7 @@ impl Channel {
     ) -> Result<()> {
         request.opaque = next_opaque();
         request.flag = (request.flag | FLAG_ONEWAY) & !FLAG_RESPONSE;
+        request.hold = None;
         let frame = encode_split(request)?;
         self.enqueue(frame, admission).await
     }

@@ -8,7 +8,7 @@
 use bytes::{Bytes, BytesMut};
 use comet_protocol::frame;
 use comet_protocol::limits::MAX_FRAME_LEN;
-use comet_protocol::{ProtocolError, RemotingCommand};
+use comet_protocol::{ProtocolError, RemotingCommand, ResponseHold};
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::error::RemotingError;
@@ -70,6 +70,9 @@ pub(crate) struct Frame {
     /// `connection::write_loop`). Set on a server's response to a request that waited, and on
     /// a client's request sent with [`crate::RemotingClient::invoke_gathered`].
     pub gather: bool,
+    /// A response that may leave only once the server's fence released this (see
+    /// [`ResponseHold`]; `connection::write_loop`).
+    pub hold: Option<ResponseHold>,
 }
 
 impl Frame {
@@ -90,6 +93,7 @@ pub(crate) fn encode_split(mut cmd: RemotingCommand) -> Result<Frame, RemotingEr
     let body_len = cmd.body_len();
     let body = cmd.body.take();
     let body_parts = std::mem::take(&mut cmd.body_parts);
+    let hold = cmd.hold.take();
     let mut head = BytesMut::with_capacity(HEAD_CAPACITY_HINT);
     frame::encode(&cmd, &mut head)?;
     // `head` is a complete body-less frame: patch its length prefix to count the body too.
@@ -113,7 +117,24 @@ pub(crate) fn encode_split(mut cmd: RemotingCommand) -> Result<Frame, RemotingEr
         body,
         body_parts,
         gather: false,
+        hold,
     })
+}
+
+/// `frame` with its header's code replaced by `code`, bodies kept: the answer a held response
+/// gives when its hold expires. The head is decoded again, so the header is otherwise exactly
+/// what the processor built.
+pub(crate) fn recode(frame: &Frame, code: i32) -> Result<Frame, RemotingError> {
+    let header_frame = frame
+        .head
+        .slice(FRAME_LENGTH_PREFIX.min(frame.head.len())..);
+    let mut cmd = frame::decode(header_frame)?;
+    cmd.code = code;
+    cmd.body = frame.body.clone();
+    cmd.body_parts = frame.body_parts.clone();
+    let mut recoded = encode_split(cmd)?;
+    recoded.gather = frame.gather;
+    Ok(recoded)
 }
 
 impl Encoder<RemotingCommand> for RemotingCodec {

@@ -33,7 +33,10 @@
 //! per message instead of two). Before writing a batch holding a frame
 //! marked [`Frame::gather`] (a server's response to a request that waited, a client's gathered
 //! request) it lets the other ready tasks run once, so frames produced together leave together
-//! (see [`write_loop`]). Queued bytes are released once handed to the socket.
+//! (see [`write_loop`]). A response marked with a [`comet_protocol::ResponseHold`] (the broker's
+//! answer to a SYNC_FLUSH send) is kept back, after the fence ran, until the fence releases its
+//! position or its hold times out (see [`crate::held`]); the others leave without it. Queued
+//! bytes are released once handed to the socket.
 //!
 //! Either task ending closes the channel, which stops the other one; the reader then fires
 //! `on_close`. On server shutdown (`stop`), readers stop taking new requests but keep the
@@ -57,6 +60,7 @@ use tokio_util::task::TaskTracker;
 use crate::channel::Channel;
 use crate::codec::{Frame, RemotingCodec};
 use crate::error::RemotingError;
+use crate::held::HeldResponses;
 use crate::limits::{
     READ_BUFFER_CAPACITY, WRITE_BATCH_MAX_FRAMES, WRITE_COALESCE_BYTES, WRITE_DIRECT_THRESHOLD,
     WRITE_DRAIN_TIMEOUT, WRITE_MAX_PARTS,
@@ -447,6 +451,15 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let close = channel.close_token().clone();
     // Set before the server starts (`RemotingServer::start` consumes the server), so once.
     let fence = dispatcher.fence();
+    let mut held = HeldResponses::new(
+        fence.as_ref().and_then(|f| f.released()),
+        fence.as_ref().map_or(Duration::ZERO, |f| f.hold_timeout()),
+    );
+    let on_expired = |until: u64| {
+        if let Some(f) = &fence {
+            f.on_hold_expired(until);
+        }
+    };
     // Bounds how long writes may continue once the connection is closing (peer not reading).
     let drain_deadline = async {
         close.cancelled().await;
@@ -458,11 +471,14 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let mut batch = Vec::new();
     let mut buf = BytesMut::new();
     loop {
-        // Queued frames first: a closing connection still flushes what was queued before.
+        // Queued frames first: a closing connection still flushes what was queued before, and
+        // the responses it holds once released or expired (within the drain deadline).
         let received = tokio::select! {
             biased;
             n = queue.recv_many(&mut batch, WRITE_BATCH_MAX_FRAMES) => n,
-            _ = close.cancelled() => 0,
+            () = held.ready() => usize::MAX,
+            _ = close.cancelled(), if held.is_empty() => 0,
+            _ = &mut drain_deadline => 0,
         };
         if received == 0 {
             break;
@@ -485,6 +501,17 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 fail_unsettled(&channel, &reason, &mut batch);
                 break;
             }
+        }
+        // Settled first: the fence's commit is what lets a held answer's flush start.
+        held.admit(&mut batch, channel.budget(), on_expired);
+        held.take_ready(
+            &mut batch,
+            WRITE_BATCH_MAX_FRAMES,
+            channel.budget(),
+            on_expired,
+        );
+        if batch.is_empty() {
+            continue;
         }
         let batch_bytes: usize = batch.iter().map(Frame::len).sum();
         let result = tokio::select! {
@@ -807,6 +834,7 @@ mod tests {
             body: body.map(|n| Bytes::from(vec![head.wrapping_add(1); n])),
             body_parts: vec![Bytes::from(vec![head; 5]), Bytes::from(vec![head; 5000])],
             gather: false,
+            hold: None,
         };
         let mut batch = vec![
             frame(1, None),

@@ -25,6 +25,7 @@ mod codec;
 mod config;
 mod connection;
 mod error;
+mod held;
 pub mod limits;
 mod overload;
 mod processor;

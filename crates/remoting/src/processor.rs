@@ -74,6 +74,23 @@ pub trait ResponseFence: Send + Sync + 'static {
     /// `Err(reason)` those responses are not written and the connection is closed (the peer's
     /// calls time out and it may retry), because they could claim what did not happen.
     fn settle(&self) -> Result<Settled, String>;
+
+    /// The position held responses wait for ([`comet_protocol::ResponseHold::until`]; the broker:
+    /// how far the CommitLog is flushed), or `None` when this fence releases nothing. A server
+    /// connection writes a held response once the value reaches its `until`; without a fence
+    /// that releases, a held response leaves at once with its expired code.
+    fn released(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+
+    /// How long a response may be held before it leaves with its expired code.
+    fn hold_timeout(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
+    /// Called once for each held response that timed out, just before it is answered with its
+    /// expired code (the broker counts and logs a flush timeout).
+    fn on_hold_expired(&self, _until: u64) {}
 }
 
 /// What settling did, as far as the writer cares.

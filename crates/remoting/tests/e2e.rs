@@ -1139,3 +1139,123 @@ async fn response_fence_runs_before_each_write_and_a_failing_one_closes_unanswer
     assert!(gate.settled.load(Ordering::SeqCst) >= settled + 2);
     server.shutdown().await;
 }
+
+const HELD: i32 = 103;
+const FLUSH_DISK_TIMEOUT: i32 = 10;
+
+/// Releases held responses up to the value its test sends; counts the expired ones.
+struct Releaser {
+    released: tokio::sync::watch::Sender<u64>,
+    hold_timeout: Duration,
+    expired: Mutex<Vec<u64>>,
+}
+
+impl ResponseFence for Releaser {
+    fn settle(&self) -> Result<Settled, String> {
+        Ok(Settled::default())
+    }
+
+    fn released(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.released.subscribe())
+    }
+
+    fn hold_timeout(&self) -> Duration {
+        self.hold_timeout
+    }
+
+    fn on_hold_expired(&self, until: u64) {
+        self.expired.lock().push(until);
+    }
+}
+
+/// Answers at once, held until the position in the request's `until` field.
+fn holding() -> Arc<dyn RequestProcessor> {
+    processor(|_, req| {
+        async move {
+            let until = req
+                .ext_fields
+                .as_ref()
+                .and_then(|e| e.get("until"))
+                .and_then(|v| v.parse().ok());
+            let mut rsp = RemotingCommand::response(SUCCESS, None);
+            rsp.ext_mut().insert("msgId", "M1");
+            rsp.hold = until.map(hold_until);
+            Some(rsp)
+        }
+        .boxed()
+    })
+}
+
+fn hold_until(until: u64) -> comet_protocol::ResponseHold {
+    comet_protocol::ResponseHold {
+        until,
+        expired_code: FLUSH_DISK_TIMEOUT,
+    }
+}
+
+fn held_request(opaque: i32, until: Option<u64>) -> RemotingCommand {
+    let mut req = request(HELD, SerializeType::Json, "held");
+    req.opaque = opaque;
+    if let Some(until) = until {
+        req.ext_mut().insert("until", until.to_string());
+    }
+    req
+}
+
+/// A held response leaves only once the fence released its position (what a SYNC_FLUSH send
+/// does with the flushed offset), without holding up the unheld responses behind it; one held
+/// past the fence's timeout leaves with its expired code and the rest of its header.
+#[tokio::test]
+async fn held_responses_wait_for_the_fence_and_expire_with_their_code() {
+    let fence = Arc::new(Releaser {
+        released: tokio::sync::watch::Sender::new(0),
+        hold_timeout: Duration::from_millis(300),
+        expired: Mutex::new(Vec::new()),
+    });
+    let setup_fence = Arc::clone(&fence);
+    let (server, addr) = start_default(move |s| {
+        s.register(HELD, holding());
+        s.set_response_fence(setup_fence);
+    })
+    .await;
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let mut buf = BytesMut::new();
+
+    // Held for 5, then an unheld one: the unheld one is answered first.
+    write_raw(&mut stream, &held_request(1, Some(5))).await;
+    write_raw(&mut stream, &held_request(2, None)).await;
+    let first = guard("unheld answer", read_raw(&mut stream, &mut buf))
+        .await
+        .unwrap();
+    assert_eq!((first.opaque, first.code), (2, SUCCESS));
+    fence.released.send_replace(4);
+    write_raw(&mut stream, &held_request(3, Some(4))).await;
+    let next = guard("answer released at 4", read_raw(&mut stream, &mut buf))
+        .await
+        .unwrap();
+    assert_eq!(
+        (next.opaque, next.code),
+        (3, SUCCESS),
+        "only the response held for 4 was released"
+    );
+    fence.released.send_replace(5);
+    let released = guard("answer released at 5", read_raw(&mut stream, &mut buf))
+        .await
+        .unwrap();
+    assert_eq!((released.opaque, released.code), (1, SUCCESS));
+    assert!(fence.expired.lock().is_empty());
+
+    // Never released: after the hold timeout it leaves as FLUSH_DISK_TIMEOUT, header kept.
+    write_raw(&mut stream, &held_request(4, Some(1_000))).await;
+    let expired = guard("expired answer", read_raw(&mut stream, &mut buf))
+        .await
+        .unwrap();
+    assert_eq!((expired.opaque, expired.code), (4, FLUSH_DISK_TIMEOUT));
+    assert_eq!(expired.flag & FLAG_RESPONSE, FLAG_RESPONSE);
+    assert_eq!(
+        expired.ext_fields.as_ref().and_then(|e| e.get("msgId")),
+        Some("M1")
+    );
+    assert_eq!(*fence.expired.lock(), [1_000]);
+    server.shutdown().await;
+}

@@ -93,7 +93,9 @@ pub enum Commit {
     /// Written and readable before the put returns.
     Now,
     /// Left pending until the next [`CommitLog::commit`]: the caller commits before it tells
-    /// anyone the message is stored.
+    /// anyone the message is stored. Under SYNC_FLUSH the put does not wait for the flush
+    /// either: its result names the offset the flush must reach
+    /// ([`PutMessageResult::flush_until`]), and the caller holds its answer until then.
     Deferred,
 }
 
@@ -102,6 +104,10 @@ pub enum Commit {
 pub struct PutMessageResult {
     pub status: PutMessageStatus,
     pub append: Option<AppendMessageResult>,
+    /// A deferred put under SYNC_FLUSH that asked to wait ([`Commit::Deferred`]): the message is
+    /// durable once the CommitLog is flushed to this offset
+    /// (`MessageStore::flushed_watch`), and not before; `status` says what to answer then.
+    pub flush_until: Option<i64>,
 }
 
 impl PutMessageResult {
@@ -109,6 +115,7 @@ impl PutMessageResult {
         Self {
             status,
             append: None,
+            flush_until: None,
         }
     }
 

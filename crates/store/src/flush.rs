@@ -8,7 +8,10 @@
 //!   oneshot. The flush thread takes *all* pending requests at once, does one msync covering the
 //!   highest of them (everything appended so far), and completes them together, so N concurrent
 //!   writers pay for one msync, not N. A put not completed within `sync_flush_timeout` answers
-//!   FLUSH_DISK_TIMEOUT (the record is still stored).
+//!   FLUSH_DISK_TIMEOUT (the record is still stored). The broker's sends do not wait on a
+//!   oneshot each: their put returns the offset the flush must reach, and the connection holds
+//!   the answers until the flushed offset this thread publishes after every flush
+//!   ([`CommitLogFlusher::flushed_watch`]) reaches it.
 //!
 //! Waiting is event-driven ([`Waker`], a condvar with a pending flag): appends wake the thread,
 //! and the thread wakes the reput service after a flush (under SYNC_FLUSH consumers may only see
@@ -23,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::checkpoint::Checkpoint;
 use crate::commit_log::CommitLog;
@@ -147,9 +150,9 @@ enum Pending {
     CommitIfUncontended,
     /// Leaves them: a group commit with waiters. Each waiting put committed its own record
     /// before it asked for the flush; the records pending now belong to sends still being read,
-    /// whose tasks write them together once the reader is done (see
-    /// `MessageStore::commit_deferred_before_flush`). Writing them here put those writes on the
-    /// thread every waiting send queues on.
+    /// which their connection writes together before it holds their answers (the broker's
+    /// response fence). Writing them here put those writes on the thread every waiting send
+    /// queues on.
     Leave,
 }
 
@@ -173,6 +176,9 @@ pub struct CommitLogFlusher {
     /// Called on the flush thread after every flush that made progress, once the flush's
     /// waiters are answered (dispatch under SYNC_FLUSH, see `dispatch.rs`).
     on_flushed: Arc<dyn Fn() + Send + Sync>,
+    /// The flushed offset, published after every flush: the answers of deferred SYNC_FLUSH
+    /// puts wait on it (see [`CommitLogFlusher::flushed_watch`]).
+    flushed: watch::Sender<u64>,
     state: ServiceState,
 }
 
@@ -202,8 +208,27 @@ impl CommitLogFlusher {
             requests: Mutex::new(Vec::new()),
             waker: Waker::new(),
             on_flushed,
+            flushed: watch::Sender::new(0),
             state: ServiceState::default(),
         })
+    }
+
+    /// The CommitLog's flushed offset as the flush thread publishes it after each flush (never
+    /// ahead of the truth; until the first flush after start it may lag behind). Receivers
+    /// holding answers for a position ask for a flush first (a commit wakes the thread).
+    pub fn flushed_watch(&self) -> watch::Receiver<u64> {
+        self.flushed.subscribe()
+    }
+
+    fn publish_flushed(&self, offset: i64) {
+        let offset = u64::try_from(offset).unwrap_or(0);
+        self.flushed.send_if_modified(|seen| {
+            let moved = offset > *seen;
+            if moved {
+                *seen = offset;
+            }
+            moved
+        });
     }
 
     /// Starts the flush thread.
@@ -293,6 +318,7 @@ impl CommitLogFlusher {
         if flushed >= target && ts > 0 {
             self.checkpoint.set_physic_msg_timestamp(ts);
         }
+        self.publish_flushed(flushed);
         Ok(Flush {
             offset: flushed,
             progressed: flushed > before,

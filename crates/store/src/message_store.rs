@@ -614,10 +614,13 @@ impl MessageStore {
     }
 
     /// [`MessageStore::put_message`] whose record may be left pending ([`Commit::Deferred`]):
-    /// under ASYNC_FLUSH it is neither readable nor dispatched until [`MessageStore::commit_pending`]
-    /// (or the flush thread, at its next round) writes it. The broker answers sends this way and
-    /// commits before their responses leave (`comet_remoting::ResponseFence`). A put that waits
-    /// for a SYNC_FLUSH flush is always committed at once.
+    /// it is neither readable nor dispatched until [`MessageStore::commit_pending`] (or the flush
+    /// thread, at its next round) writes it. The broker answers sends this way and commits
+    /// before their responses leave (`comet_remoting::ResponseFence`). Under SYNC_FLUSH a
+    /// deferred put that asks to wait returns at once with [`PutMessageResult::flush_until`]:
+    /// the caller answers only once [`MessageStore::flushed_watch`] reaches it, or after
+    /// [`MessageStore::sync_flush_timeout`] with FLUSH_DISK_TIMEOUT (reporting it through
+    /// [`MessageStore::note_flush_timeout`]).
     pub async fn put_message_with(&self, msg: MessageExt, commit: Commit) -> PutMessageResult {
         if let Err(status) = self.check_store_status() {
             return self.failed(status);
@@ -710,12 +713,19 @@ impl MessageStore {
                 self.flusher.wake_if_needed();
                 self.prepare_ahead_if_needed();
             }
+            FlushDiskType::SyncFlush if wait && commit == Commit::Deferred => {
+                // The commit that writes the record wakes the flush thread.
+                let end =
+                    append.wrote_offset + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
+                return PutMessageResult {
+                    status,
+                    append: Some(append),
+                    flush_until: Some(end),
+                };
+            }
             FlushDiskType::SyncFlush if wait => {
                 let end =
                     append.wrote_offset + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
-                if commit == Commit::Deferred {
-                    self.commit_deferred_before_flush().await;
-                }
                 let rx = self.flusher.request(end);
                 let durable = if tokio::runtime::Handle::try_current().is_ok() {
                     matches!(
@@ -728,13 +738,7 @@ impl MessageStore {
                     matches!(rx.await, Ok(true))
                 };
                 if !durable {
-                    tracing::warn!(
-                        offset = append.wrote_offset,
-                        "sync flush did not complete in time"
-                    );
-                    self.stats
-                        .put_message_flush_timeouts
-                        .fetch_add(1, Ordering::Relaxed);
+                    self.note_flush_timeout(end);
                     status = PutMessageStatus::FlushDiskTimeout;
                 }
             }
@@ -743,24 +747,28 @@ impl MessageStore {
         PutMessageResult {
             status,
             append: Some(append),
+            flush_until: None,
         }
     }
 
-    /// A deferred put that waits for a SYNC_FLUSH group commit lets the task that appended it
-    /// (a connection's reader) go on first, then writes what is pending itself. The reader
-    /// appends every send it has read before any of them gets here, so the first one writes them
-    /// all with one `pwrite` and asks for the flush; the others find nothing left to write, and
-    /// the flush thread, woken only then, never writes records itself (that put the writes on
-    /// the thread every waiting send queues on; session 7 measured it slower). A failed write
-    /// leaves the records pending: the flush retries it, and a put it does not cover answers
-    /// FLUSH_DISK_TIMEOUT.
-    async fn commit_deferred_before_flush(&self) {
-        if tokio::runtime::Handle::try_current().is_ok() {
-            tokio::task::yield_now().await;
-        }
-        if let Err(e) = self.commit_log.commit() {
-            tracing::error!(error = %e, "commit log write before a group commit failed");
-        }
+    /// The CommitLog's flushed offset, published by the flush thread after each flush: what the
+    /// answers of deferred SYNC_FLUSH puts wait for ([`PutMessageResult::flush_until`]).
+    pub fn flushed_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.flusher.flushed_watch()
+    }
+
+    /// How long a SYNC_FLUSH put waits for its flush before it answers FLUSH_DISK_TIMEOUT.
+    pub fn sync_flush_timeout(&self) -> std::time::Duration {
+        self.config.sync_flush_timeout
+    }
+
+    /// Counts and logs a SYNC_FLUSH put whose flush to `until` did not complete in time (the
+    /// record is still stored).
+    pub fn note_flush_timeout(&self, until: i64) {
+        tracing::warn!(until, "sync flush did not complete in time");
+        self.stats
+            .put_message_flush_timeouts
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     fn is_in_memory(&self, offset_py: i64, max_offset_py: i64) -> bool {

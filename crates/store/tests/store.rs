@@ -662,8 +662,7 @@ async fn listener_is_woken_per_message_and_latency_is_recorded() {
 
 /// A deferred put (what the broker does for the sends it answers) has its offsets at once but is
 /// neither readable nor dispatched until a commit; a non-deferred put commits what is pending
-/// before it; pending bytes nobody commits are written by the flush thread's next round; a put
-/// waiting for SYNC_FLUSH never stays pending.
+/// before it; pending bytes nobody commits are written by the flush thread's next round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deferred_puts_are_readable_and_dispatched_only_once_committed() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -741,59 +740,57 @@ async fn deferred_puts_are_readable_and_dispatched_only_once_committed() {
     assert!(store.wait_dispatched(end, WAIT));
     assert_eq!(store.get_max_offset_in_queue("D", 0), 5);
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
-
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let store = open(dir.path(), FlushDiskType::SyncFlush);
-    let r = store
-        .put_message_with(
-            message("S", 0, &b"durable"[..], None, None),
-            Commit::Deferred,
-        )
-        .await;
-    assert_eq!(r.status, PutMessageStatus::PutOk);
-    let a = r.append.unwrap_or_else(|| panic!("append"));
-    assert!(store.commit_log().flushed_where() >= a.wrote_offset + a.wrote_bytes as i64);
-    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// SYNC_FLUSH: waiting sends read together defer their records and write them together once
-/// their reader yields (one write, then one flush), and each is durable when answered.
-#[tokio::test(flavor = "current_thread")]
-async fn deferred_sync_flush_puts_are_written_together_after_the_reader() {
+/// SYNC_FLUSH: deferred puts (the broker's answered sends) return at once with the offset their
+/// answer waits for; one commit writes them all, wakes the flush thread, and the flushed offset
+/// it publishes covers every one of them; consumers see them once flushed. A put with Commit::Now
+/// still waits for its flush itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_sync_flush_puts_name_the_flush_their_answer_waits_for() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let store = open(dir.path(), FlushDiskType::SyncFlush);
-    let mut puts: Vec<_> = (0..8)
-        .map(|i| {
-            let store = Arc::clone(&store);
-            Box::pin(async move {
-                let body = Bytes::from(format!("sync-{i}"));
-                store
-                    .put_message_with(message("Y", 0, body, None, None), Commit::Deferred)
-                    .await
-            })
-        })
-        .collect();
-    // One turn of "the reader": every put appends, none writes or finishes.
-    std::future::poll_fn(|cx| {
-        for put in &mut puts {
-            assert!(put.as_mut().poll(cx).is_pending());
-        }
-        std::task::Poll::Ready(())
-    })
-    .await;
-    assert_eq!(store.commit_log().max_offset(), 0, "nothing written yet");
+    let mut flushed = store.flushed_watch();
     let mut ends = Vec::new();
-    for put in puts {
-        let r = put.await;
+    for i in 0..8 {
+        let body = Bytes::from(format!("sync-{i}"));
+        let r = store
+            .put_message_with(message("Y", 0, body, None, None), Commit::Deferred)
+            .await;
         assert_eq!(r.status, PutMessageStatus::PutOk);
         let a = r.append.unwrap_or_else(|| panic!("append"));
-        assert!(store.commit_log().flushed_where() >= a.wrote_offset + a.wrote_bytes as i64);
-        ends.push(a.wrote_offset + a.wrote_bytes as i64);
+        let end = a.wrote_offset + a.wrote_bytes as i64;
+        assert_eq!(r.flush_until, Some(end));
+        ends.push(end);
     }
     assert!(ends.windows(2).all(|w| w[0] < w[1]), "consecutive records");
-    assert!(store.wait_dispatched(store.max_phy_offset(), WAIT));
+    let last = *ends.last().unwrap_or_else(|| panic!("ends"));
+    assert_eq!(store.commit_log().max_offset(), 0, "nothing written yet");
+    assert!(*flushed.borrow_and_update() < last as u64);
+
+    store
+        .commit_pending()
+        .unwrap_or_else(|e| panic!("commit: {e}"));
+    let covered = tokio::time::timeout(WAIT, flushed.wait_for(|&at| at >= last as u64))
+        .await
+        .unwrap_or_else(|_| panic!("the commit's flush was never published"))
+        .map(|at| *at)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(covered >= last as u64);
+    assert!(
+        store.commit_log().flushed_where() >= last,
+        "published only once flushed"
+    );
+    assert!(store.wait_dispatched(last, WAIT));
     let got = store.get_message("g", "Y", 0, 0, 32, 1 << 20, None);
     assert_eq!(got.msg_count, 8);
+
+    let r = store
+        .put_message(message("Y", 0, &b"now"[..], None, None))
+        .await;
+    assert_eq!(r.flush_until, None);
+    let a = r.append.unwrap_or_else(|| panic!("append"));
+    assert!(store.commit_log().flushed_where() >= a.wrote_offset + a.wrote_bytes as i64);
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 

@@ -18,7 +18,10 @@
 //! connection commits before it writes responses ([`CommitBeforeReply`], the server's
 //! [`ResponseFence`]): the sends read from a connection in one go are written with one `pwrite`,
 //! and still no answer leaves before its message is in the page cache. A oneway send has no
-//! answer to wait for, so it commits at once.
+//! answer to wait for, so it commits at once. Under SYNC_FLUSH the send does not wait for the
+//! flush on a task of its own either: its answer carries a [`ResponseHold`] on the record's end
+//! offset, and the connection's writer keeps it until the flush thread reports the CommitLog
+//! flushed that far, so one group commit releases its answers with one wake-up and one write.
 //!
 //! [`put_message`] is also the store entry for the broker's own re-puts (send-back, DLQ, delay
 //! delivery): it applies the delay-level rewrite (DELAY ≥ 1 → `SCHEDULE_TOPIC_XXXX`, queue
@@ -36,7 +39,7 @@ use comet_protocol::limits::MAX_PROPERTIES_LEN;
 use comet_protocol::message::id::UniqIdGenerator;
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::{MessageExt, Properties, sysflag};
-use comet_protocol::{ProtocolError, RemotingCommand};
+use comet_protocol::{ProtocolError, RemotingCommand, ResponseHold};
 use comet_remoting::{Channel, RequestProcessor, ResponseFence, Settled};
 use comet_store::{Commit, MessageExtBatch, MessageStore, PutMessageResult, PutMessageStatus};
 use futures::future::BoxFuture;
@@ -123,6 +126,20 @@ impl ResponseFence for CommitBeforeReply {
             // Another connection's commit may have woken them: a needless yield, no harm.
             woke_responders: self.pull_hold.answered_count() != answered,
         })
+    }
+
+    /// SYNC_FLUSH answers wait for the flushed offset (the commit in `settle` woke the flush).
+    fn released(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.store.flushed_watch())
+    }
+
+    fn hold_timeout(&self) -> std::time::Duration {
+        self.store.sync_flush_timeout()
+    }
+
+    fn on_hold_expired(&self, until: u64) {
+        self.store
+            .note_flush_timeout(i64::try_from(until).unwrap_or(i64::MAX));
     }
 }
 
@@ -648,6 +665,12 @@ fn send_response(
     header.trace_on = Some(ctx.config.trace_on);
     let mut response = comet_protocol::headers::response_with_header(code, &header);
     response.remark = remark.map(str::to_owned);
+    // SYNC_FLUSH: the connection writes the answer once the CommitLog is flushed past the
+    // record ([`CommitBeforeReply`]), or FLUSH_DISK_TIMEOUT after `syncFlushTimeout`.
+    response.hold = result.flush_until.map(|until| ResponseHold {
+        until: u64::try_from(until).unwrap_or(0),
+        expired_code: ResponseCode::FlushDiskTimeout.code(),
+    });
     response
 }
 

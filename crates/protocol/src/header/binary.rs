@@ -146,6 +146,7 @@ pub fn decode(src: &[u8]) -> Result<RemotingCommand> {
         body: None,
         body_parts: Vec::new(),
         serialize_type: SerializeType::RocketMq,
+        hold: None,
     })
 }
 

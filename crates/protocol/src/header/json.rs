@@ -264,6 +264,7 @@ pub(crate) fn decode_with_serde(src: &[u8]) -> Result<RemotingCommand> {
         body: None,
         body_parts: Vec::new(),
         serialize_type: SerializeType::Json,
+        hold: None,
     })
 }
 
