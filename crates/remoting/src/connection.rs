@@ -90,11 +90,11 @@ pub(crate) struct ConnectionOptions {
     pub gather_waited_responses: bool,
     /// The reader yields once after this many requests of a read had to wait (server
     /// connections: [`crate::limits::READER_YIELD_AFTER_WAITING_REQUESTS`]; `usize::MAX` never). A client
-    /// with many requests in flight on one connection (32 sync producers sharing it) sends them
-    /// together, and under SYNC_FLUSH they all joined one group commit that started only once
-    /// the whole read was appended; the producers then all waited for it, and the flush thread
-    /// idled while they sent the next round. Letting the first few start their wait starts the
-    /// flush early, and the rounds that follow spread over overlapping group commits.
+    /// with many requests in flight on one connection sends them together; when they have to
+    /// wait (a call to another peer, a held pull), letting the first few start their wait
+    /// before the rest of the read is processed overlaps the waits with the reading. (SYNC_FLUSH
+    /// sends, for which this was made, no longer wait on a task: their answers are held by the
+    /// writer, see `crate::held`.)
     pub yield_after_waiting_requests: usize,
 }
 
