@@ -136,18 +136,16 @@ impl HeldResponses {
         if self.frames.is_empty() {
             return;
         }
-        if self
+        let sender_gone = self
             .released
             .as_ref()
-            .is_some_and(|rx| rx.has_changed().is_err())
-        {
-            // The sender is gone: what it released last still counts, nothing more will come.
-            let last = self.released_now();
-            self.release_up_to(last, batch, room);
-            self.released = None;
-        }
+            .is_some_and(|rx| rx.has_changed().is_err());
         let released = self.released_now();
         self.release_up_to(released, batch, room);
+        if sender_gone {
+            // What it released last still counted; nothing more will come.
+            self.released = None;
+        }
         let now = Instant::now();
         let everything_expires = self.released.is_none();
         while batch.len() < room {

@@ -713,19 +713,18 @@ impl MessageStore {
                 self.flusher.wake_if_needed();
                 self.prepare_ahead_if_needed();
             }
-            FlushDiskType::SyncFlush if wait && commit == Commit::Deferred => {
-                // The commit that writes the record wakes the flush thread.
-                let end =
-                    append.wrote_offset + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
-                return PutMessageResult {
-                    status,
-                    append: Some(append),
-                    flush_until: Some(end),
-                };
-            }
             FlushDiskType::SyncFlush if wait => {
                 let end =
                     append.wrote_offset + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
+                if commit == Commit::Deferred {
+                    // The caller holds its answer; the commit that writes the record wakes the
+                    // flush thread.
+                    return PutMessageResult {
+                        status,
+                        append: Some(append),
+                        flush_until: Some(end),
+                    };
+                }
                 let rx = self.flusher.request(end);
                 let durable = if tokio::runtime::Handle::try_current().is_ok() {
                     matches!(
