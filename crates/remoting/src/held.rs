@@ -97,8 +97,15 @@ impl HeldResponses {
                 }
                 None => {
                     on_expired(hold.until);
-                    batch[i] = expire(&batch[i], hold.expired_code, budget);
-                    i += 1;
+                    match expire(&batch[i], hold.expired_code, budget) {
+                        Some(recoded) => {
+                            batch[i] = recoded;
+                            i += 1;
+                        }
+                        None => {
+                            batch.remove(i);
+                        }
+                    }
                 }
             }
         }
@@ -159,7 +166,7 @@ impl HeldResponses {
                 break;
             };
             on_expired(held.until);
-            batch.push(expire(&held.frame, held.expired_code, budget));
+            batch.extend(expire(&held.frame, held.expired_code, budget));
         }
     }
 
@@ -182,20 +189,19 @@ impl HeldResponses {
 }
 
 /// `frame` answered with `code` instead; the budget is charged the difference in length. A
-/// head that cannot be decoded again (never: the transport encoded it) leaves as it was, hold
-/// dropped, rather than not at all.
-fn expire(frame: &Frame, code: i32, budget: &WriteBudget) -> Frame {
+/// head that cannot be decoded again (never: the transport encoded it) is dropped with its
+/// budget rather than sent with a code that claims what did not happen: the peer's call times
+/// out, as when the connection closes.
+fn expire(frame: &Frame, code: i32, budget: &WriteBudget) -> Option<Frame> {
+    budget.release(frame.len());
     match recode(frame, code) {
         Ok(recoded) => {
             budget.add(recoded.len());
-            budget.release(frame.len());
-            recoded
+            Some(recoded)
         }
         Err(e) => {
-            tracing::error!(error = %e, "held response cannot be recoded; sent as it was");
-            let mut frame = frame.clone();
-            frame.hold = None;
-            frame
+            tracing::error!(error = %e, "held response cannot be recoded; dropped");
+            None
         }
     }
 }
