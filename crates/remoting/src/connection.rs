@@ -504,6 +504,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         }
         // Settled first: the fence's commit is what lets a held answer's flush start.
         held.admit(&mut batch, channel.budget(), on_expired);
+        if let Some(f) = &fence {
+            f.release(!held.is_empty());
+        }
         held.take_ready(
             &mut batch,
             WRITE_BATCH_MAX_FRAMES,

@@ -83,6 +83,13 @@ pub trait ResponseFence: Send + Sync + 'static {
         None
     }
 
+    /// Called by the writer after `settle`, before it takes the held responses that may leave;
+    /// `held` says whether some of its responses wait for a position [`ResponseFence::released`]
+    /// has not reached. The fence sees that the position moves on for what `settle` did (the
+    /// broker: under SYNC_FLUSH, the flush of the records it wrote). For a writer whose
+    /// answers wait it may do that work on the calling thread, and they leave in this write.
+    fn release(&self, _held: bool) {}
+
     /// How long a response may be held before it leaves with its expired code.
     fn hold_timeout(&self) -> std::time::Duration {
         std::time::Duration::ZERO

@@ -1259,3 +1259,68 @@ async fn held_responses_wait_for_the_fence_and_expire_with_their_code() {
     assert_eq!(*fence.expired.lock(), [1_000]);
     server.shutdown().await;
 }
+
+/// Releases on the writer's own call: what a broker writer running the SYNC_FLUSH group commit
+/// for its held answers does. Records each call's `held`.
+struct ReleasesHere {
+    released: tokio::sync::watch::Sender<u64>,
+    calls: Mutex<Vec<bool>>,
+}
+
+impl ResponseFence for ReleasesHere {
+    fn settle(&self) -> Result<Settled, String> {
+        Ok(Settled::default())
+    }
+
+    fn released(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.released.subscribe())
+    }
+
+    fn release(&self, held: bool) {
+        self.calls.lock().push(held);
+        if held {
+            self.released.send_replace(100);
+        }
+    }
+
+    fn hold_timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+}
+
+/// The writer tells the fence whether responses wait for it, and one the fence releases during
+/// that call leaves in the same turn: nobody else ever moves the position here, and the hold
+/// timeout is far off.
+#[tokio::test]
+async fn a_fence_may_release_held_responses_on_the_writers_call() {
+    let fence = Arc::new(ReleasesHere {
+        released: tokio::sync::watch::Sender::new(0),
+        calls: Mutex::new(Vec::new()),
+    });
+    let setup_fence = Arc::clone(&fence);
+    let (server, addr) = start_default(move |s| {
+        s.register(HELD, holding());
+        s.set_response_fence(setup_fence);
+    })
+    .await;
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let mut buf = BytesMut::new();
+
+    write_raw(&mut stream, &held_request(1, None)).await;
+    let plain = guard("unheld answer", read_raw(&mut stream, &mut buf))
+        .await
+        .unwrap();
+    assert_eq!((plain.opaque, plain.code), (1, SUCCESS));
+    assert_eq!(*fence.calls.lock(), [false], "nothing held: told so");
+
+    write_raw(&mut stream, &held_request(2, Some(7))).await;
+    let held = guard(
+        "answer released by the writer's call",
+        read_raw(&mut stream, &mut buf),
+    )
+    .await
+    .unwrap();
+    assert_eq!((held.opaque, held.code), (2, SUCCESS));
+    assert_eq!(*fence.calls.lock(), [false, true]);
+    server.shutdown().await;
+}

@@ -658,23 +658,43 @@ impl MessageStore {
     }
 
     /// Writes the records deferred puts left pending and, under ASYNC_FLUSH, dispatches them
-    /// (under SYNC_FLUSH the flush after this does).
+    /// (under SYNC_FLUSH the flush after this does: the flush thread is woken for it).
     /// On return every put made before the call is readable, unless the write failed (then the
     /// records stay pending and the next commit retries them).
     pub fn commit_pending(&self) -> Result<(), StoreError> {
-        if self.commit_log.commit()? {
-            match self.flusher.mode() {
-                FlushDiskType::AsyncFlush => {
-                    self.reput.dispatch_now();
-                    self.flusher.wake_if_needed();
-                    self.prepare_ahead_if_needed();
-                }
-                // Consumers see them once flushed; the flush thread leaves pending records to
-                // their writers, so it learns of them here.
-                FlushDiskType::SyncFlush => self.flusher.wake(),
-            }
+        if self.write_pending()? {
+            self.flush_pending(false);
         }
         Ok(())
+    }
+
+    /// [`MessageStore::commit_pending`] without the SYNC_FLUSH wake-up: the caller calls
+    /// [`MessageStore::flush_pending`] next. Returns whether it wrote anything.
+    pub fn write_pending(&self) -> Result<bool, StoreError> {
+        let wrote = self.commit_log.commit()?;
+        if wrote && self.flusher.mode() == FlushDiskType::AsyncFlush {
+            self.reput.dispatch_now();
+            self.flusher.wake_if_needed();
+            self.prepare_ahead_if_needed();
+        }
+        Ok(wrote)
+    }
+
+    /// SYNC_FLUSH: sees that what is written gets flushed (and then dispatched). With `here`,
+    /// for a caller whose answers wait for that flush, the group commit runs on the calling
+    /// thread unless one is under way ([`CommitLogFlusher::group_commit_here`]); otherwise the
+    /// flush thread is woken. Nothing to do under ASYNC_FLUSH or when everything is flushed.
+    pub fn flush_pending(&self, here: bool) {
+        if self.flusher.mode() != FlushDiskType::SyncFlush
+            || self.commit_log.flushed_where() >= self.commit_log.max_offset()
+        {
+            return;
+        }
+        if !(here && self.flusher.group_commit_here()) {
+            // The flush thread leaves pending records to their writers, so it learns of
+            // written ones here.
+            self.flusher.wake();
+        }
     }
 
     /// Under ASYNC_FLUSH the appends, not the flush, tell the prepare-ahead thread they came

@@ -794,6 +794,51 @@ async fn deferred_sync_flush_puts_name_the_flush_their_answer_waits_for() {
     store.shutdown().unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// SYNC_FLUSH, the broker's writer path: `write_pending` writes the deferred records without
+/// flushing them, `flush_pending(true)` flushes (on the caller's thread unless the flush thread
+/// is at it) and the published offset covers them; consumers then see them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn written_sync_flush_records_are_flushed_for_the_writer_that_holds_their_answers() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = open(dir.path(), FlushDiskType::SyncFlush);
+    let mut flushed = store.flushed_watch();
+    let mut last = 0;
+    for i in 0..4 {
+        let body = Bytes::from(format!("held-{i}"));
+        let r = store
+            .put_message_with(message("H", 0, body, None, None), Commit::Deferred)
+            .await;
+        last = r.flush_until.unwrap_or_else(|| panic!("a held answer"));
+    }
+    assert!(
+        store
+            .write_pending()
+            .unwrap_or_else(|e| panic!("write: {e}"))
+    );
+    assert_eq!(store.commit_log().max_offset(), last, "written");
+    assert!(
+        !store
+            .write_pending()
+            .unwrap_or_else(|e| panic!("write: {e}"))
+    );
+    store.flush_pending(true);
+    let covered = tokio::time::timeout(WAIT, flushed.wait_for(|&at| at >= last as u64))
+        .await
+        .unwrap_or_else(|_| panic!("the writer's flush was never published"))
+        .map(|at| *at)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(covered >= last as u64);
+    assert!(store.commit_log().flushed_where() >= last);
+    assert!(store.wait_dispatched(last, WAIT));
+    assert_eq!(
+        store
+            .get_message("g", "H", 0, 0, 32, 1 << 20, None)
+            .msg_count,
+        4
+    );
+    store.shutdown().unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// Both flush modes keep the newest segment prepared `commitLogZeroAheadBytes` past its appends
 /// (by their own thread: woken after group commits under SYNC_FLUSH, after commits of appends
 /// under ASYNC_FLUSH): the blocks are allocated there, and the records beside them are intact.

@@ -120,7 +120,7 @@ impl ResponseFence for CommitBeforeReply {
     fn settle(&self) -> Result<Settled, String> {
         let answered = self.pull_hold.answered_count();
         self.store
-            .commit_pending()
+            .write_pending()
             .map_err(|e| format!("commit log write failed: {e}"))?;
         Ok(Settled {
             // Another connection's commit may have woken them: a needless yield, no harm.
@@ -128,9 +128,16 @@ impl ResponseFence for CommitBeforeReply {
         })
     }
 
-    /// SYNC_FLUSH answers wait for the flushed offset (the commit in `settle` woke the flush).
+    /// SYNC_FLUSH answers wait for the flushed offset.
     fn released(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         Some(self.store.flushed_watch())
+    }
+
+    /// SYNC_FLUSH: flushes what `settle` wrote; a writer holding answers runs the group commit
+    /// itself unless one is under way (see `CommitLogFlusher::group_commit_here`), any other
+    /// leaves it to the flush thread.
+    fn release(&self, held: bool) {
+        self.store.flush_pending(held);
     }
 
     fn hold_timeout(&self) -> std::time::Duration {
