@@ -163,7 +163,7 @@ enum Pending {
 pub const INLINE_FLUSH_SLOW: Duration = Duration::from_millis(5);
 
 /// How long group commits stay on the flush thread after a slow one on a caller's thread.
-pub const INLINE_FLUSH_BACKOFF: Duration = Duration::from_secs(1);
+pub const INLINE_FLUSH_BACKOFF: Duration = Duration::from_millis(200);
 
 /// What the SYNC_FLUSH group commit's leader keeps.
 #[derive(Debug, Default)]
