@@ -737,8 +737,8 @@ impl MessageStore {
                 let end =
                     append.wrote_offset + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
                 if commit == Commit::Deferred {
-                    // The caller holds its answer; the commit that writes the record wakes the
-                    // flush thread.
+                    // The caller holds its answer; whoever writes the record sees it flushed
+                    // (`flush_pending` after `write_pending`, or `commit_pending`).
                     return PutMessageResult {
                         status,
                         append: Some(append),
