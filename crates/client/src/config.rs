@@ -10,6 +10,7 @@
 /// TLS settings of a client: server name, trust roots (system or a PEM file) and RocketMQ's test
 /// mode (`insecure_skip_verify`, for brokers with self-signed certificates).
 pub use comet_remoting::{ClientTlsConfig as ClientTls, TrustRoots};
+use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::time::Duration;
 
@@ -141,9 +142,21 @@ impl ClientConfig {
     /// `name` with the namespace prefix (`ns%name`), unless it already has it or is a system
     /// resource of another namespace-aware form.
     pub fn with_namespace(&self, name: &str) -> String {
+        self.namespaced(name).into_owned()
+    }
+
+    /// [`Self::with_namespace`], borrowing `name` when no prefix is added (a send renames its
+    /// topic only when there is a namespace).
+    pub fn namespaced<'a>(&self, name: &'a str) -> Cow<'a, str> {
         match self.namespace.as_deref().filter(|ns| !ns.is_empty()) {
-            Some(ns) if !name.starts_with(&format!("{ns}%")) => format!("{ns}%{name}"),
-            _ => name.to_string(),
+            Some(ns)
+                if !name
+                    .strip_prefix(ns)
+                    .is_some_and(|rest| rest.starts_with('%')) =>
+            {
+                Cow::Owned(format!("{ns}%{name}"))
+            }
+            _ => Cow::Borrowed(name),
         }
     }
 
@@ -243,5 +256,17 @@ mod tests {
         assert_eq!(config.with_namespace("ns%T"), "ns%T");
         assert_eq!(config.without_namespace("ns%T"), "T");
         assert_eq!(config.without_namespace("other%T"), "other%T");
+    }
+
+    #[test]
+    fn namespaced_borrows_unless_it_adds_the_prefix() {
+        let mut config = ClientConfig::new("x:1");
+        assert!(matches!(config.namespaced("T"), Cow::Borrowed("T")));
+        config.namespace = Some(String::new());
+        assert!(matches!(config.namespaced("T"), Cow::Borrowed("T")));
+        config.namespace = Some("ns".to_string());
+        assert!(matches!(config.namespaced("ns%T"), Cow::Borrowed("ns%T")));
+        assert_eq!(config.namespaced("T"), "ns%T");
+        assert!(matches!(config.namespaced("nsT"), Cow::Owned(ref t) if t == "ns%nsT"));
     }
 }

@@ -161,9 +161,13 @@ impl RemotingClient {
             addr: addr.to_string(),
             timeout,
         };
-        let channel = tokio::time::timeout_at(deadline, self.channel_for(addr))
-            .await
-            .map_err(|_| timed_out())??;
+        // A live connection needs no timer around the lookup (the common case: one per call).
+        let channel = match self.live_channel(addr) {
+            Some(channel) => channel,
+            None => tokio::time::timeout_at(deadline, self.channel_for(addr))
+                .await
+                .map_err(|_| timed_out())??,
+        };
         let mut request = self.prepare(request);
         let hooks = self.inner.hooks.read().clone();
         run_before_hooks(&hooks, addr, channel.remote_addr(), &mut request)?;
@@ -220,6 +224,15 @@ impl RemotingClient {
             let result = client.invoke(&addr, request, timeout).await;
             callback(result);
         });
+    }
+
+    /// The live connection to `addr` unless the client is closing (what [`Self::channel_for`]
+    /// answers at once).
+    fn live_channel(&self, addr: &str) -> Option<Channel> {
+        if self.inner.ctx.close_all.is_cancelled() {
+            return None;
+        }
+        self.channel(addr)
     }
 
     /// The live connection to `addr`, if there is one.

@@ -24,6 +24,7 @@ pub mod fault;
 pub mod selector;
 pub mod transaction;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -416,7 +417,9 @@ impl ProducerInner {
         self.instance()?;
         check_topic(&msg.topic)?;
         self.check_body(&msg)?;
-        msg.topic = self.config.client.with_namespace(&msg.topic);
+        if let Cow::Owned(topic) = self.config.client.namespaced(&msg.topic) {
+            msg.topic = topic;
+        }
         let msg_id = match msg.uniq_key() {
             Some(id) => id.to_string(),
             None => {
@@ -604,9 +607,11 @@ impl ProducerInner {
         }
     }
 
-    fn update_fault(&self, broker: &str, latency: Duration, failed: bool) {
+    /// Records an attempt that started at `started` (the clock is read only when the latency
+    /// fault tolerance is on: the default send path reads it enough already).
+    fn update_fault(&self, broker: &str, started: Instant, failed: bool) {
         if self.config.send_latency_fault_enable {
-            let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+            let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             self.fault.update_fault_item(broker, ms, failed);
         }
     }
@@ -635,18 +640,19 @@ impl ProducerInner {
             let Some(mq) = self.select_queue(&info, last_broker.as_deref()) else {
                 break;
             };
-            let elapsed = begin.elapsed();
+            // One clock read per attempt: the time spent so far and the attempt's start.
+            let started = Instant::now();
+            let elapsed = started.saturating_duration_since(begin);
             if elapsed >= timeout {
                 last_error = Some(send_timeout(topic, timeout));
                 all_topic_not_exist = false;
                 break;
             }
             made += 1;
-            let started = Instant::now();
             let outcome = self
                 .send_kernel(outgoing, &mq, mode, timeout - elapsed)
                 .await;
-            self.update_fault(&mq.broker_name, started.elapsed(), outcome.is_err());
+            self.update_fault(&mq.broker_name, started, outcome.is_err());
             last_broker = Some(mq.broker_name.clone());
             match outcome {
                 Ok(Some(result))

@@ -333,9 +333,10 @@ struct SenderContext {
 }
 
 impl SenderContext {
-    /// Claims the next `batch` messages (quota, schedule, deadline); 0 when the run is over.
-    async fn next_turn(&self) -> u64 {
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+    /// Claims the next `batch` messages (quota, schedule, deadline as of `now`); 0 when the run
+    /// is over.
+    async fn next_turn(&self, now: Instant) -> u64 {
+        if self.deadline.is_some_and(|d| now >= d) {
             return 0;
         }
         let n = self.quota.take(self.plan.batch as u64);
@@ -367,12 +368,19 @@ impl SenderContext {
         let mut rt = new_histogram()?;
         let mut errors = Vec::new();
         let mut inflight = JoinSet::new();
+        // The clock is read once between two sends (a sync sender's previous send ended then),
+        // and again only after a wait for the pacer.
+        let mut now = Instant::now();
         loop {
-            let n = self.next_turn().await;
+            let n = self.next_turn(now).await;
             if n == 0 {
                 break;
             }
-            let issued = Instant::now();
+            let issued = if self.pacer.is_some() {
+                Instant::now()
+            } else {
+                now
+            };
             let outcome = match self.plan.mode {
                 SendMode::Sync => self.producer.send(self.plan.message()).await,
                 SendMode::Batch => {
@@ -381,7 +389,8 @@ impl SenderContext {
                 }
                 SendMode::Oneway => {
                     let result = self.producer.send_oneway(self.plan.message()).await;
-                    record_nanos(&mut rt, elapsed_nanos(issued));
+                    now = Instant::now();
+                    record_nanos(&mut rt, nanos_between(issued, now));
                     match result {
                         Ok(()) => self.counters.add_ok(1, self.plan.size as u64),
                         Err(e) => {
@@ -397,10 +406,12 @@ impl SenderContext {
                     if inflight.len() >= self.plan.inflight {
                         self.reap_one(&mut inflight, &mut rt, &mut errors).await;
                     }
+                    now = Instant::now();
                     continue;
                 }
             };
-            record_nanos(&mut rt, elapsed_nanos(issued));
+            now = Instant::now();
+            record_nanos(&mut rt, nanos_between(issued, now));
             if !self.account(&outcome, n) {
                 remember_error(&mut errors, describe(&outcome));
             }
@@ -441,7 +452,11 @@ fn describe(outcome: &std::result::Result<SendResult, ClientError>) -> String {
 }
 
 fn elapsed_nanos(since: Instant) -> u64 {
-    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    nanos_between(since, Instant::now())
+}
+
+fn nanos_between(from: Instant, to: Instant) -> u64 {
+    u64::try_from(to.saturating_duration_since(from).as_nanos()).unwrap_or(u64::MAX)
 }
 
 pub async fn run(args: ProduceArgs) -> Result<()> {

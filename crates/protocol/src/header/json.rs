@@ -75,10 +75,17 @@ pub(crate) fn put_str(dst: &mut BytesMut, s: &str) {
             0x08 => dst.put_slice(b"\\b"),
             0x0c => dst.put_slice(b"\\f"),
             _ => {
+                // One copy per escape: a message's properties carry two (\u0001, \u0002) per
+                // entry.
                 const HEX: &[u8; 16] = b"0123456789abcdef";
-                dst.put_slice(b"\\u00");
-                dst.put_u8(HEX[(b >> 4) as usize]);
-                dst.put_u8(HEX[(b & 0xf) as usize]);
+                dst.put_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 0xf) as usize],
+                ]);
             }
         }
         rest = tail;

@@ -370,10 +370,6 @@ impl<'a> Scanner<'a> {
         let text: &'a str = self.text;
         // Only a key with escapes is copied out of the scratch buffer (its value may need it).
         let mut escaped_key = String::new();
-        // Keys seen so far, as a one-word Bloom filter: a key whose bit is clear is certainly
-        // new, and is appended without searching the map for it (a repeated key, or one that
-        // shares a bit, takes `insert_with`, which replaces: last value wins).
-        let mut seen = 0u64;
         loop {
             if ext.len() >= MAX_EXT_FIELDS {
                 return None;
@@ -386,15 +382,10 @@ impl<'a> Scanner<'a> {
                     &escaped_key
                 }
             };
-            let bit = key_bit(key);
-            let new = seen & bit == 0;
-            seen |= bit;
+            // A repeated key replaces its value: last value wins, as with serde. (The map's
+            // own filter spares a new key the search for it.)
             let put = |ext: &mut ExtFields, write: &mut dyn FnMut(&mut String)| {
-                if new {
-                    ext.push_new_with(key, write);
-                } else {
-                    ext.insert_with(key, write);
-                }
+                ext.insert_with(key, write);
             };
             self.expect(b':')?;
             self.skip_ws();
@@ -440,19 +431,6 @@ impl<'a> Scanner<'a> {
             return Some(Some(ext));
         }
     }
-}
-
-/// A key's bit in the decoder's seen-keys filter: from its length and its first and last bytes,
-/// which tell apart the one-letter keys of SEND_MESSAGE_V2 and most named ones.
-fn key_bit(key: &str) -> u64 {
-    let bytes = key.as_bytes();
-    let first = u64::from(bytes.first().copied().unwrap_or(0));
-    let last = u64::from(bytes.last().copied().unwrap_or(0));
-    let h = (bytes.len() as u64)
-        .wrapping_mul(0x9E37_79B9)
-        .wrapping_add(first.wrapping_mul(31))
-        .wrapping_add(last.wrapping_mul(7));
-    1 << (h % 64)
 }
 
 #[cfg(test)]

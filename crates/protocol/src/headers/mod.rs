@@ -124,9 +124,8 @@ macro_rules! numeric_header_value {
 /// each, this a few dozen.
 fn write_decimal(out: &mut String, v: i64) {
     let mut buf = [0u8; 20];
-    for &d in decimal(&mut buf, v) {
-        out.push(char::from(d));
-    }
+    // The digits (and sign) are ASCII: one copy, not a `push` (with its UTF-8 encoding) each.
+    out.push_str(std::str::from_utf8(decimal(&mut buf, v)).unwrap_or_default());
 }
 
 /// `v` in decimal, written at the end of `buf` (20 bytes hold `i64::MIN` with its sign).
