@@ -32,6 +32,11 @@ RMQRS_VERSION="${RMQRS_VERSION:-^1}"  # rocketmq-rust crates version requirement
 # take from ten minutes to hours, so they are left out (their cells read "–").
 RMQRS_WORKLOADS="${RMQRS_WORKLOADS:-W1 W1s W2 W2s W3 W3s W5 W6}"
 START_PATIENCE="${START_PATIENCE:-180}"
+# A workload during which the box lost more than STEAL_LIMIT_S seconds of CPU to steal (both vCPUs
+# together; a quiet 60 s workload loses 0-1 s) measured the host, not the broker: it runs again,
+# at most STEAL_RERUNS times, for every broker alike, and the report counts the reruns.
+STEAL_LIMIT_S="${STEAL_LIMIT_S:-6}"
+STEAL_RERUNS="${STEAL_RERUNS:-2}"
 CEILING_SECS="${CEILING_SECS:-3}"
 WORK="${WORK:-$(mktemp -d /tmp/comet-compare.XXXXXX)}"
 OUT="${OUT:-$ROOT/BENCHMARKS.md}"
@@ -429,6 +434,17 @@ for broker in $BROKERS; do
             continue
         fi
         run_workload "$broker" "$w"
+        reruns=0
+        while ((reruns < STEAL_RERUNS)); do
+            steal="$(awk -F'\t' -v b="$broker" -v w="$w" '$1 == b && $2 == w && $3 == "steal_s" { s = $4 } END { print s + 0 }' "$RESULTS")"
+            awk -v s="$steal" -v l="$STEAL_LIMIT_S" 'BEGIN { exit !(s > l) }' || break
+            reruns=$((reruns + 1))
+            log "$broker $w lost ${steal} s of CPU to steal (limit ${STEAL_LIMIT_S} s): rerun $reruns of at most $STEAL_RERUNS"
+            rm -rf "$WORK/$broker-$w.steal$reruns"
+            mv "$WORK/$broker-$w" "$WORK/$broker-$w.steal$reruns"
+            run_workload "$broker" "$w"
+        done
+        record "$broker" "$w" steal_reruns "$reruns"
     done
 done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -498,6 +514,8 @@ for w in ran:
     rows.append((w, "start_ms", f"{w} start → first accepted send (ms)", False))
 for w in ran:
     rows.append((w, "steal_s", f"{w} box CPU steal during the workload, both vCPUs (s)", None))
+for w in ran:
+    rows.append((w, "steal_reruns", f"{w} reruns for CPU steal over $STEAL_LIMIT_S s", None))
 out = []
 head = "| measurement | " + " | ".join(names[b] for b in brokers) + " | " + " | ".join(f"Comet/{names[p]}" for p in peers) + " |"
 out.append(head)
