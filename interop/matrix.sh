@@ -27,7 +27,7 @@
 #   MATRIX_PEERS [all]         e.g. "go-2.1.2 java-5.3.3-json rust-1.0.0"
 #   MATRIX_SCENARIOS [all]     e.g. "send-sync clustering"
 #   MATRIX_ROW_TIMEOUT [180]   seconds before a row is killed and marked FAIL
-#   MATRIX_ROW_RETRIES [1]     a failed row runs once more under fresh names (0: never); a row
+#   MATRIX_ROW_RETRIES [1]     1: a failed row runs once more under fresh names; 0: never. A row
 #                              that passes on its second attempt says so in the report
 #   MATRIX_WORKDIR [mktemp]    comet data, logs, client logs; removed on success unless MATRIX_KEEP=1
 #   MATRIX_OUTPUT [INTEROP.md] report path, relative to the repo root
@@ -254,12 +254,16 @@ write_acl_file() {
         echo "    defaultGroupPerm: SUB"
         echo "    topicPerms:"
         for peer in "${PEERS[@]}"; do
-            for suffix in "$(peer_suffix "$peer")" "$(peer_suffix "$peer")x2"; do
+            for suffix in "$(row_suffix "$peer")" "$(row_suffix "$peer" 2)"; do
                 echo "      - MxT_acl_send_consume_$suffix=PUB|SUB"
                 echo "      - MxT_acl_denied_$suffix=PUB|SUB"
             done
         done
     } >"$1"
+}
+
+row_suffix() { # row_suffix <peer> [attempt]: the names of one attempt (a second one gets its own: x2)
+    echo "$(peer_suffix "$1")${2:+x$2}"
 }
 
 peer_suffix() { # java-5.3.3-rocketmq -> j533r, go-2.1.2 -> g212, rust-1.0.0 -> r100
@@ -292,7 +296,7 @@ fi
 row_command() { # row_command <peer> <scenario> [attempt]: prints nothing, sets CMD array
     local peer=$1 scenario=$2 suffix broker namesrv
     # A second attempt gets names of its own (topics, groups, home), untouched by the first.
-    suffix="$(peer_suffix "$peer")${3:+x$3}"
+    suffix="$(row_suffix "$peer" "${3:-}")"
     broker="$(broker_of "$scenario")"
     namesrv="${NAMESRVS[$broker]}"
     CMD=(env MATRIX_BROKER_ADDR="${BROKERS[$broker]}")
@@ -324,7 +328,7 @@ row_command() { # row_command <peer> <scenario> [attempt]: prints nothing, sets 
 attempt_row() { # attempt_row <peer> <scenario> <log> [attempt]: runs the row once, sets STATUS, DETAIL
     local peer=$1 scenario=$2 log=$3 attempt=${4:-} rc=0
     row_command "$peer" "$scenario" "$attempt"
-    mkdir -p "$WORK/home/$(peer_suffix "$peer")${attempt:+x$attempt}"
+    mkdir -p "$WORK/home/$(row_suffix "$peer" "$attempt")"
     timeout --kill-after=10 "$ROW_TIMEOUT" "${CMD[@]}" >"$log" 2>&1 || rc=$?
     local last checks status detail
     last="$(grep -E "^(PASS|FAIL) $scenario" "$log" | tail -1 || true)"
@@ -352,7 +356,7 @@ run_row() { # run_row <peer> <scenario>: writes results/<peer>__<scenario> = "st
     # peers' own clients fail now and then on their side (rocketmq-client-rust 1.0.0's consume task
     # has panicked with "runtime.capacity.exhausted" and, broadcasting, dropped the message), which
     # would otherwise fail the run for a row that passes when run again.
-    if [[ $STATUS == FAIL ]] && ((ROW_RETRIES > 0)); then
+    if [[ $STATUS == FAIL && $ROW_RETRIES == 1 ]]; then
         local first=$DETAIL
         mv "$log" "${log%.log}.attempt1.log"
         attempt_row "$peer" "$scenario" "$log" 2

@@ -382,31 +382,25 @@ impl<'a> Scanner<'a> {
                     &escaped_key
                 }
             };
-            // A repeated key replaces its value: last value wins, as with serde. (The map's
-            // own filter spares a new key the search for it.)
-            let put = |ext: &mut ExtFields, write: &mut dyn FnMut(&mut String)| {
-                ext.insert_with(key, write);
-            };
             self.expect(b':')?;
             self.skip_ws();
             match *self.bytes.get(self.pos)? {
                 b'"' => {
                     // Unescaped straight into the map's arena.
                     let mut ok = false;
-                    put(&mut ext, &mut |arena| {
-                        ok = self.string_into(arena).is_some()
-                    });
+                    // A repeated key replaces its value: last value wins, as with serde.
+                    ext.insert_with(key, |arena| ok = self.string_into(arena).is_some());
                     if !ok {
                         return None;
                     }
                 }
                 b't' if self.bytes.get(self.pos..self.pos + 4) == Some(b"true") => {
                     self.pos += 4;
-                    put(&mut ext, &mut |arena| arena.push_str("true"));
+                    ext.insert_with(key, |arena| arena.push_str("true"));
                 }
                 b'f' if self.bytes.get(self.pos..self.pos + 5) == Some(b"false") => {
                     self.pos += 5;
-                    put(&mut ext, &mut |arena| arena.push_str("false"));
+                    ext.insert_with(key, |arena| arena.push_str("false"));
                 }
                 b'n' => {
                     if !self.null() {
@@ -421,7 +415,7 @@ impl<'a> Scanner<'a> {
                     if literal == "-0" || literal.parse::<i64>().is_err() {
                         return None;
                     }
-                    put(&mut ext, &mut |arena| arena.push_str(literal));
+                    ext.insert_with(key, |arena| arena.push_str(literal));
                 }
             }
             if self.eat(b',') {

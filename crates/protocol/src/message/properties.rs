@@ -185,6 +185,12 @@ impl Default for Properties {
     }
 }
 
+/// `range` of `buf`. Ranges are only ever built at char boundaries of `buf`; `get` keeps this
+/// total anyway.
+fn text_in(buf: &str, range: (usize, usize)) -> &str {
+    buf.get(range.0..range.1).unwrap_or_default()
+}
+
 /// Appends `text` to `buf`; returns its range there.
 fn push_text(buf: &mut String, text: &str) -> (usize, usize) {
     let start = buf.len();
@@ -226,8 +232,7 @@ impl Properties {
     }
 
     fn text(&self, range: (usize, usize)) -> &str {
-        // Ranges are only ever built at char boundaries of `buf`; `get` keeps this total anyway.
-        self.buf.get(range.0..range.1).unwrap_or_default()
+        text_in(&self.buf, range)
     }
 
     fn position(&self, key: &str) -> Option<usize> {
@@ -264,9 +269,7 @@ impl Properties {
         let removed = index.position(buf, key.as_bytes()).map(|idx| {
             let span = index.spans.remove(idx);
             index.live -= span.len();
-            buf.get(span.value.0..span.value.1)
-                .unwrap_or_default()
-                .to_owned()
+            text_in(buf, span.value).to_owned()
         });
         if removed.is_some() {
             self.compact_if_sparse();
