@@ -51,8 +51,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-log "building the scenario runner"
+log "building the scenario runner and running its unit tests"
 cargo build -q --manifest-path "$HERE/Cargo.toml"
+cargo test -q --manifest-path "$HERE/Cargo.toml" >&2
 
 mkdir -p "$WORKDIR/out"
 log "starting Apache RocketMQ"

@@ -185,6 +185,22 @@ async fn produce_consume_and_list() {
     let topics = comet(args(&["topic", "list", "-n", &ns])).await;
     assert!(topics.lines().any(|l| l == TOPIC), "topic list: {topics}");
 
+    // `comet bench produce` with every default but the name server: its default topic must be
+    // one a broker lets it create (RocketMQ's `BenchmarkTest` is a system topic and is refused).
+    let bench = comet(args(&[
+        "bench", "produce", "-n", &ns, "-c", "20", "-p", "2", "--json",
+    ]))
+    .await;
+    let report: serde_json::Value = serde_json::from_str(
+        bench
+            .lines()
+            .last()
+            .expect("bench prints its JSON report last"),
+    )
+    .expect("JSON report");
+    assert_eq!(report["messages"], 20, "bench report: {bench}");
+    assert_eq!(report["failed"], 0, "bench report: {bench}");
+
     broker.shutdown().await.expect("broker stops");
     namesrv.shutdown().await;
 }

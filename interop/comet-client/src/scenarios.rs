@@ -616,17 +616,7 @@ async fn push_clustering(ctx: Ctx) -> Outcome {
             body_counts(got).len() >= bodies.len()
         })
         .await;
-        let counts = body_counts(&got);
-        for body in &bodies {
-            let n = counts.get(body).copied().unwrap_or(0);
-            ensure!(n == 1, "{body} delivered {n} times to the group");
-        }
-        ensure!(
-            got.len() == bodies.len(),
-            "{} deliveries for {} messages",
-            got.len(),
-            bodies.len()
-        );
+        exactly_once_per_record(&got, &bodies)?;
         for who in 0..2 {
             ensure!(
                 got.iter().any(|(w, _)| *w == who),
@@ -638,6 +628,68 @@ async fn push_clustering(ctx: Ctx) -> Outcome {
     .await;
     shutdown_all(&consumers).await;
     outcome
+}
+
+/// The clustering promise: each stored message (queue, offset) reaches the group once, and every
+/// body was delivered. A body stored twice is allowed only as a producer retry (a sync send that
+/// timed out on a loaded box after the broker had stored it): both copies then carry the one
+/// UNIQ_KEY the producer gave the message. A failure lists every delivery of the body.
+fn exactly_once_per_record(got: &[Delivery], bodies: &[String]) -> Outcome {
+    let mut per_record: HashMap<(i32, i64), usize> = HashMap::new();
+    for (_, msg) in got {
+        *per_record
+            .entry((msg.queue_id, msg.queue_offset))
+            .or_insert(0) += 1;
+    }
+    let deliveries_of = |body: &str| -> String {
+        got.iter()
+            .filter(|(_, m)| body_text(m) == body)
+            .map(|(who, m)| {
+                format!(
+                    "consumer {who} queue {} offset {} UNIQ_KEY {:?} reconsume {}",
+                    m.queue_id,
+                    m.queue_offset,
+                    m.uniq_key(),
+                    m.reconsume_times
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    for (_, msg) in got {
+        let n = per_record
+            .get(&(msg.queue_id, msg.queue_offset))
+            .copied()
+            .unwrap_or(0);
+        let body = body_text(msg);
+        ensure!(
+            n == 1,
+            "stored message {body} delivered {n} times to the group: {}",
+            deliveries_of(&body)
+        );
+    }
+    let counts = body_counts(got);
+    for body in bodies {
+        let n = counts.get(body).copied().unwrap_or(0);
+        ensure!(n >= 1, "{body} never delivered to the group");
+        if n > 1 {
+            let keys: HashSet<Option<&str>> = got
+                .iter()
+                .filter(|(_, m)| body_text(m) == *body)
+                .map(|(_, m)| m.uniq_key())
+                .collect();
+            ensure!(
+                keys.len() == 1 && !keys.contains(&None),
+                "{body} stored {n} times under different ids (not a producer retry): {}",
+                deliveries_of(body)
+            );
+            eprintln!(
+                "note: {body} stored {n} times by producer retries: {}",
+                deliveries_of(body)
+            );
+        }
+    }
+    Ok(())
 }
 
 async fn push_broadcasting(ctx: Ctx) -> Outcome {
@@ -1714,4 +1766,44 @@ async fn transactions(ctx: Ctx) -> Outcome {
     .await;
     producer.shutdown().await;
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use comet_protocol::message::MessageExt;
+
+    use super::*;
+
+    fn delivery(who: usize, body: &str, queue: i32, offset: i64, key: &str) -> Delivery {
+        let mut msg = MessageExt::new("T", Default::default());
+        msg.body = body.as_bytes().to_vec().into();
+        msg.queue_id = queue;
+        msg.queue_offset = offset;
+        msg.properties.insert("UNIQ_KEY", key);
+        (who, msg)
+    }
+
+    #[test]
+    fn a_record_delivered_twice_fails_and_a_producer_retry_passes() {
+        let bodies = vec!["b0".to_owned(), "b1".to_owned()];
+        let clean = [delivery(0, "b0", 0, 0, "K0"), delivery(1, "b1", 1, 0, "K1")];
+        assert!(exactly_once_per_record(&clean, &bodies).is_ok());
+
+        let mut twice = clean.to_vec();
+        twice.push(delivery(1, "b0", 0, 0, "K0"));
+        let err = exactly_once_per_record(&twice, &bodies).unwrap_err();
+        assert!(err.contains("delivered 2 times"), "{err}");
+
+        let mut retried = clean.to_vec();
+        retried.push(delivery(1, "b0", 2, 0, "K0"));
+        assert!(exactly_once_per_record(&retried, &bodies).is_ok());
+
+        let mut forged = clean.to_vec();
+        forged.push(delivery(1, "b0", 2, 0, "OTHER"));
+        let err = exactly_once_per_record(&forged, &bodies).unwrap_err();
+        assert!(err.contains("different ids"), "{err}");
+
+        let missing = [delivery(0, "b0", 0, 0, "K0")];
+        assert!(exactly_once_per_record(&missing, &bodies).is_err());
+    }
 }

@@ -30,8 +30,10 @@ pub mod rate;
 pub mod report;
 pub mod stamp;
 
-/// Topic used when `--topic` is not given.
-pub const DEFAULT_BENCH_TOPIC: &str = "BenchmarkTest";
+/// Topic used when `--topic` is not given. Not RocketMQ's `BenchmarkTest`: that is a system topic
+/// (1,024 queues, made by the broker itself), and Comet and Apache brokers alike refuse to create
+/// or reshape it, so a default run could not set up its queues.
+pub const DEFAULT_BENCH_TOPIC: &str = "CometBench";
 /// Queues per broker of the topic the bench creates (mqadmin `updateTopic`'s default).
 pub const DEFAULT_BENCH_QUEUES: i32 = 8;
 /// Run length when neither `--duration` nor `--count` is given.
