@@ -641,9 +641,12 @@ fn exactly_once_per_record(got: &[Delivery], bodies: &[String]) -> Outcome {
             .entry((msg.queue_id, msg.queue_offset))
             .or_insert(0) += 1;
     }
+    let of_body = |body: &str| {
+        let body = body.to_owned();
+        got.iter().filter(move |(_, m)| body_text(m) == body)
+    };
     let deliveries_of = |body: &str| -> String {
-        got.iter()
-            .filter(|(_, m)| body_text(m) == body)
+        of_body(body)
             .map(|(who, m)| {
                 format!(
                     "consumer {who} queue {} offset {} UNIQ_KEY {:?} reconsume {}",
@@ -673,11 +676,7 @@ fn exactly_once_per_record(got: &[Delivery], bodies: &[String]) -> Outcome {
         let n = counts.get(body).copied().unwrap_or(0);
         ensure!(n >= 1, "{body} never delivered to the group");
         if n > 1 {
-            let keys: HashSet<Option<&str>> = got
-                .iter()
-                .filter(|(_, m)| body_text(m) == *body)
-                .map(|(_, m)| m.uniq_key())
-                .collect();
+            let keys: HashSet<Option<&str>> = of_body(body).map(|(_, m)| m.uniq_key()).collect();
             ensure!(
                 keys.len() == 1 && !keys.contains(&None),
                 "{body} stored {n} times under different ids (not a producer retry): {}",
