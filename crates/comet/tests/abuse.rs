@@ -429,10 +429,14 @@ async fn idle_connections_close_after_the_configured_timeout() {
     });
     let mut silent = Vec::new();
     for addr in [&serve.broker, &serve.namesrv] {
+        // The clock starts before the connect: the server may accept (and start its idle timer)
+        // before this task sees the connect complete, so only an instant taken earlier is a
+        // lower bound for the server's start.
+        let connecting = Instant::now();
         let stream = TcpStream::connect(addr.as_str())
             .await
             .expect("silent connect");
-        silent.push((addr.clone(), Instant::now(), stream));
+        silent.push((addr.clone(), connecting, stream));
     }
     // A talking connection: a request every half timeout keeps it open past the timeout.
     let talk = async {
