@@ -11,9 +11,9 @@
 //!   FLUSH_DISK_TIMEOUT (the record is still stored). The broker's sends do not wait on a
 //!   oneshot each: their put returns the offset the flush must reach, and the connection holds
 //!   the answers until the flushed offset published after every flush
-//!   ([`CommitLogFlusher::flushed_watch`]) reaches it. That connection's writer runs the group
-//!   commit itself unless one is under way ([`CommitLogFlusher::group_commit_here`]); the
-//!   thread runs the others.
+//!   ([`CommitLogFlusher::flushed_watch`]) reaches it. Under load the thread polls for the next
+//!   group commit instead of sleeping ([`PollWindow`]), so handing each one to it costs no
+//!   wake-up, and the msync never blocks a connection's thread.
 //!
 //! Waiting is event-driven ([`Waker`], a condvar with a pending flag): appends wake the thread,
 //! and the thread wakes the reput service after a flush (under SYNC_FLUSH consumers may only see
@@ -71,6 +71,23 @@ impl Waker {
             // lock from before it announced itself until the condvar wait releases it.
             let _guard = self.lock.lock();
             self.cv.notify_all();
+        }
+    }
+
+    /// Looks for a wake-up for up to `window` without sleeping, yielding the CPU between looks
+    /// (a thread that wants the core gets it); consumes the wake-up. Returns whether it came.
+    /// A poll costs the waker nothing more than a flag: it only takes the condvar's lock for a
+    /// sleeper.
+    pub fn poll(&self, window: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            if self.pending.load(Ordering::Relaxed) && self.pending.swap(false, Ordering::SeqCst) {
+                return true;
+            }
+            if start.elapsed() >= window {
+                return false;
+            }
+            std::thread::yield_now();
         }
     }
 
@@ -158,18 +175,57 @@ enum Pending {
     Leave,
 }
 
-/// A group commit run on a caller's thread ([`CommitLogFlusher::group_commit_here`]) that took
-/// this long marks the disk slow.
-pub const INLINE_FLUSH_SLOW: Duration = Duration::from_millis(5);
+/// Longest the SYNC_FLUSH thread polls for the next group commit before it sleeps.
+pub const GROUP_COMMIT_POLL_MAX: Duration = Duration::from_millis(2);
 
-/// How long group commits stay on the flush thread after a slow one on a caller's thread.
-pub const INLINE_FLUSH_BACKOFF: Duration = Duration::from_millis(200);
+/// Shortest poll: a window that shrinks below it closes (the thread sleeps at once), and a
+/// closed one that grows opens at it.
+pub const GROUP_COMMIT_POLL_MIN: Duration = Duration::from_micros(50);
 
-/// What the SYNC_FLUSH group commit's leader keeps.
+/// How long the SYNC_FLUSH thread polls for the next group commit before sleeping, adapted as
+/// the kernel's haltpoll cpuidle governor adapts its own window.
+///
+/// Why poll: a sleeping thread is woken through a futex, and on this project's box (a VM) the
+/// wake-up of a thread whose vCPU halted costs tens of microseconds on every group commit's
+/// path, twice when the thread's answer then wakes a sleeping tokio worker. Flushing on the
+/// connection's own thread avoided the hand-off but blocked that thread for the msync, so the
+/// next sends were read only after it. W2s probes on one connection (32 senders, 10 s,
+/// alternating): 44–53 k msg/s flushing on the connection's thread, 54–57 k through a thread
+/// polling 300 µs, 62–69 k polling 1.5 ms (`BENCHMARKS.md`, session 25).
+///
+/// Why adapt: polling burns the core it runs on when nobody yields to it, so a thread that
+/// polls in vain (sends sparser than the window) narrows its window until it sleeps at once,
+/// and one woken soon after it went to sleep widens it again: a request that came within
+/// [`GROUP_COMMIT_POLL_MAX`] of the last group commit would have been caught by a wider window.
 #[derive(Debug, Default)]
-struct Leader {
-    /// Until then callers do not run group commits themselves (one of theirs was slow).
-    slow_until: Option<Instant>,
+pub struct PollWindow {
+    current: Duration,
+}
+
+impl PollWindow {
+    /// How long to poll now.
+    pub fn current(&self) -> Duration {
+        self.current
+    }
+
+    /// The poll missed; `idle` is how long after the poll began the thread was woken (`None`:
+    /// not at all, the sleep timed out).
+    pub fn missed(&mut self, idle: Option<Duration>) {
+        self.current = match idle {
+            Some(idle) if idle <= GROUP_COMMIT_POLL_MAX => (self.current * 2)
+                .max(GROUP_COMMIT_POLL_MIN)
+                .min(GROUP_COMMIT_POLL_MAX),
+            _ => {
+                let half = self.current / 2;
+                if half < GROUP_COMMIT_POLL_MIN {
+                    Duration::ZERO
+                } else {
+                    half
+                }
+            }
+        };
+        debug_assert!(self.current <= GROUP_COMMIT_POLL_MAX);
+    }
 }
 
 /// One SYNC_FLUSH waiter.
@@ -188,9 +244,6 @@ pub struct CommitLogFlusher {
     timed: bool,
     thorough_interval: Duration,
     requests: Mutex<Vec<GroupCommitRequest>>,
-    /// Held by whoever runs a SYNC_FLUSH group commit: the flush thread, or a connection's
-    /// writer running one for the answers it holds ([`CommitLogFlusher::group_commit_here`]).
-    leader: Mutex<Leader>,
     waker: Waker,
     /// Called on the thread that flushed after every flush that made progress, once the flush's
     /// waiters are answered (dispatch under SYNC_FLUSH, see `dispatch.rs`).
@@ -225,7 +278,6 @@ impl CommitLogFlusher {
             timed: config.flush_commit_log_timed,
             thorough_interval: config.flush_commit_log_thorough_interval,
             requests: Mutex::new(Vec::new()),
-            leader: Mutex::new(Leader::default()),
             waker: Waker::new(),
             on_flushed,
             flushed: watch::Sender::new(0),
@@ -347,6 +399,7 @@ impl CommitLogFlusher {
 
     fn run(&self) {
         let mut last_thorough = Instant::now();
+        let mut window = PollWindow::default();
         while !self.state.is_stopped() {
             match self.mode {
                 FlushDiskType::AsyncFlush => {
@@ -363,7 +416,11 @@ impl CommitLogFlusher {
                     }
                 }
                 FlushDiskType::SyncFlush => {
-                    self.waker.wait(self.interval);
+                    let began = Instant::now();
+                    if !self.waker.poll(window.current()) {
+                        let woken = self.waker.wait(self.interval);
+                        window.missed(woken.then(|| began.elapsed()));
+                    }
                     self.group_commit();
                 }
             }
@@ -391,10 +448,8 @@ impl CommitLogFlusher {
         self.group_commit();
     }
 
-    /// The flush thread's group commit: waits for a writer's group commit under way, then runs
-    /// the next one.
+    /// The flush thread's group commit: every request pending, one flush.
     fn group_commit(&self) {
-        let _lead = self.leader.lock();
         let commit = if self.requests.lock().is_empty() {
             Pending::CommitIfUncontended
         } else {
@@ -403,47 +458,7 @@ impl CommitLogFlusher {
         self.commit_group(commit);
     }
 
-    /// SYNC_FLUSH: runs a group commit on the calling thread, for a caller whose answers wait
-    /// for the records it has just written (a connection's writer holding SYNC_FLUSH answers),
-    /// unless one is under way or the last one run this way was slow. Returns whether it ran
-    /// here; if not, the caller wakes the flush thread ([`CommitLogFlusher::wake`]), which runs
-    /// the next one (after the one under way: its leader publishes what that one covered).
-    ///
-    /// Why on the caller: handing each group commit to the flush thread and back costs two
-    /// cross-thread wake-ups on the answer's path, and on a busy box each waits for a core. W2s
-    /// probes (one connection, 32 senders): 35–42 k msg/s through the flush thread, 48–53 k
-    /// with the writer flushing itself; with the msync skipped altogether (a trial build)
-    /// through the thread only 47–50 k, so the hand-off, not the disk, was most of the cost.
-    ///
-    /// The caller's thread is blocked for the msync. One that took [`INLINE_FLUSH_SLOW`] or
-    /// more (a disk stalling) sends the group commits of the next [`INLINE_FLUSH_BACKOFF`] to the
-    /// flush thread, so a slow disk blocks a caller's thread at most once per backoff.
-    pub fn group_commit_here(&self) -> bool {
-        if self.mode != FlushDiskType::SyncFlush || self.state.is_stopped() {
-            // Stopped: the final flush published what it reached; the rest expires.
-            return false;
-        }
-        let Some(mut lead) = self.leader.try_lock() else {
-            return false;
-        };
-        let now = Instant::now();
-        if lead.slow_until.is_some_and(|until| now < until) {
-            return false;
-        }
-        self.commit_group(Pending::Leave);
-        let took = now.elapsed();
-        if took >= INLINE_FLUSH_SLOW {
-            lead.slow_until = Some(Instant::now() + INLINE_FLUSH_BACKOFF);
-            tracing::warn!(
-                took_ms = took.as_secs_f64() * 1e3,
-                "slow commit log flush: group commits go to the flush thread for {:?}",
-                INLINE_FLUSH_BACKOFF
-            );
-        }
-        true
-    }
-
-    /// Takes every pending request, flushes once, completes them all. The caller is the leader.
+    /// Takes every pending request, flushes once, completes them all.
     fn commit_group(&self, commit: Pending) {
         let pending = std::mem::take(&mut *self.requests.lock());
         let flush = self.flush_with(0, commit).unwrap_or_else(|e| {
@@ -655,70 +670,37 @@ mod tests {
         (commit_log, flusher, flushes)
     }
 
-    /// A writer's group commit runs on its own thread (no flush thread exists here): flushed,
-    /// published and followed by `on_flushed` before it returns; not while another one is
-    /// under way, nor during the backoff after a slow one, nor under ASYNC_FLUSH or once stopped.
+    /// The SYNC_FLUSH thread answers every waiter its group commit covers, publishes the
+    /// flushed offset and calls `on_flushed`, for requests made while it sleeps and while it
+    /// polls after a group commit.
     #[test]
-    fn a_group_commit_runs_on_the_caller_unless_another_is_under_way() {
+    fn the_flush_thread_answers_the_waiters_its_group_commit_covers() {
+        const WAIT: Duration = Duration::from_secs(30);
         let dir = tempfile::tempdir().expect("tempdir");
         let (commit_log, flusher, flushes) = parts(dir.path(), FlushDiskType::SyncFlush);
+        flusher.start().expect("start");
         let published = flusher.flushed_watch();
-        append_test_message(&commit_log, "Here", 0, 64);
-        let first = commit_log.max_offset();
-        assert!(commit_log.flushed_where() < first);
-        assert!(flusher.group_commit_here());
-        assert_eq!(commit_log.flushed_where(), first);
-        assert_eq!(*published.borrow(), u64::try_from(first).expect("offset"));
-        assert_eq!(flushes.load(Ordering::SeqCst), 1);
-
-        append_test_message(&commit_log, "Here", 0, 64);
-        let second = commit_log.max_offset();
-        {
-            let _under_way = flusher.leader.lock();
-            assert!(!flusher.group_commit_here(), "another leader is flushing");
+        for round in 0..3 {
+            append_test_message(&commit_log, "Waiters", 0, 64);
+            let first = flusher.request(commit_log.max_offset());
+            append_test_message(&commit_log, "Waiters", 0, 64);
+            let end = commit_log.max_offset();
+            let second = flusher.request(end);
+            for rx in [first, second] {
+                let (tx, answered) = std::sync::mpsc::channel();
+                std::thread::spawn(move || tx.send(rx.blocking_recv()));
+                assert_eq!(answered.recv_timeout(WAIT), Ok(Ok(true)), "round {round}");
+            }
+            assert!(commit_log.flushed_where() >= end);
+            assert!(*published.borrow() >= u64::try_from(end).expect("offset"));
+            // The next round's requests come while the thread polls (right away) or after
+            // it went to sleep.
+            if round == 1 {
+                std::thread::sleep(GROUP_COMMIT_POLL_MAX * 2);
+            }
         }
-        assert_eq!(
-            commit_log.flushed_where(),
-            first,
-            "left to the flush thread"
-        );
-        flusher.leader.lock().slow_until = Some(Instant::now() + Duration::from_secs(60));
-        assert!(!flusher.group_commit_here(), "backing off after a slow one");
-        assert_eq!(commit_log.flushed_where(), first);
-        flusher.leader.lock().slow_until = Some(Instant::now());
-        assert!(flusher.group_commit_here(), "backoff over");
-        assert_eq!(*published.borrow(), u64::try_from(second).expect("offset"));
-        assert_eq!(flushes.load(Ordering::SeqCst), 2);
-
-        append_test_message(&commit_log, "Here", 0, 64);
-        flusher.state.stopped.store(true, Ordering::SeqCst);
-        assert!(!flusher.group_commit_here(), "stopped");
-        assert_eq!(commit_log.flushed_where(), second);
-
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (commit_log, flusher, flushes) = parts(dir.path(), FlushDiskType::AsyncFlush);
-        append_test_message(&commit_log, "Here", 0, 64);
-        assert!(
-            !flusher.group_commit_here(),
-            "ASYNC_FLUSH has no group commit"
-        );
-        assert_eq!(flushes.load(Ordering::SeqCst), 0);
-    }
-
-    /// A caller's group commit answers the SYNC_FLUSH waiters its flush covers, as the flush
-    /// thread's does.
-    #[test]
-    fn a_group_commit_on_the_caller_answers_the_waiters_it_covers() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (commit_log, flusher, _) = parts(dir.path(), FlushDiskType::SyncFlush);
-        append_test_message(&commit_log, "Waiters", 0, 64);
-        let mut first = flusher.request(commit_log.max_offset());
-        append_test_message(&commit_log, "Waiters", 0, 64);
-        let mut second = flusher.request(commit_log.max_offset());
-        assert!(first.try_recv().is_err(), "waiting");
-        assert!(flusher.group_commit_here());
-        assert_eq!(first.try_recv(), Ok(true));
-        assert_eq!(second.try_recv(), Ok(true));
+        assert!(flushes.load(Ordering::SeqCst) >= 1);
+        flusher.shutdown();
     }
 
     struct FixedProgress(i64);
@@ -836,6 +818,50 @@ mod tests {
         // Whether the wake lands before or during the wait, the waiter must report it.
         w.wake();
         assert_eq!(t.join().ok(), Some(true));
+    }
+
+    /// A poll reports a wake-up made before it or during it, consumes it, and gives up after
+    /// its window when none comes.
+    #[test]
+    fn waker_poll_catches_wake_ups_and_gives_up_after_its_window() {
+        const HANG_GUARD: Duration = Duration::from_secs(60);
+        let w = Arc::new(Waker::new());
+        w.wake();
+        assert!(w.poll(Duration::ZERO), "a wake-up made before the poll");
+        assert!(!w.poll(Duration::ZERO), "consumed");
+        let window = Duration::from_millis(5);
+        let started = Instant::now();
+        assert!(!w.poll(window), "nobody woke it");
+        assert!(started.elapsed() >= window, "gave up before its window");
+        let w2 = Arc::clone(&w);
+        let t = std::thread::spawn(move || w2.poll(HANG_GUARD));
+        w.wake();
+        assert_eq!(t.join().ok(), Some(true), "a wake-up during the poll");
+    }
+
+    /// The window opens at the minimum when a wake-up came soon after the thread slept,
+    /// doubles up to the maximum while that goes on, and halves down to closed when wake-ups
+    /// come later than the maximum or not at all.
+    #[test]
+    fn poll_window_widens_on_near_misses_and_closes_on_far_ones() {
+        let mut window = PollWindow::default();
+        assert_eq!(window.current(), Duration::ZERO, "starts closed");
+        window.missed(Some(Duration::from_micros(300)));
+        assert_eq!(window.current(), GROUP_COMMIT_POLL_MIN);
+        window.missed(Some(Duration::from_micros(300)));
+        assert_eq!(window.current(), GROUP_COMMIT_POLL_MIN * 2);
+        for _ in 0..20 {
+            window.missed(Some(GROUP_COMMIT_POLL_MAX));
+        }
+        assert_eq!(window.current(), GROUP_COMMIT_POLL_MAX, "capped");
+        window.missed(None);
+        assert_eq!(window.current(), GROUP_COMMIT_POLL_MAX / 2);
+        window.missed(Some(GROUP_COMMIT_POLL_MAX + Duration::from_micros(1)));
+        assert_eq!(window.current(), GROUP_COMMIT_POLL_MAX / 4);
+        for _ in 0..20 {
+            window.missed(None);
+        }
+        assert_eq!(window.current(), Duration::ZERO, "closed again");
     }
 
     /// Ping-pong between two threads: a wake-up lost between the atomics and the condvar would

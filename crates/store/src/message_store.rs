@@ -663,7 +663,7 @@ impl MessageStore {
     /// records stay pending and the next commit retries them).
     pub fn commit_pending(&self) -> Result<(), StoreError> {
         if self.write_pending()? {
-            self.flush_pending(false);
+            self.flush_pending();
         }
         Ok(())
     }
@@ -680,21 +680,18 @@ impl MessageStore {
         Ok(wrote)
     }
 
-    /// SYNC_FLUSH: sees that what is written gets flushed (and then dispatched). With `here`,
-    /// for a caller whose answers wait for that flush, the group commit runs on the calling
-    /// thread unless one is under way ([`CommitLogFlusher::group_commit_here`]); otherwise the
-    /// flush thread is woken. Nothing to do under ASYNC_FLUSH or when everything is flushed.
-    pub fn flush_pending(&self, here: bool) {
+    /// SYNC_FLUSH: sees that what is written gets flushed (and then dispatched): wakes the flush
+    /// thread, which runs the next group commit (under load it is polling for it, so this costs
+    /// a flag). Nothing to do under ASYNC_FLUSH or when everything is flushed.
+    pub fn flush_pending(&self) {
         if self.flusher.mode() != FlushDiskType::SyncFlush
             || self.commit_log.flushed_where() >= self.commit_log.max_offset()
         {
             return;
         }
-        if !(here && self.flusher.group_commit_here()) {
-            // The flush thread leaves pending records to their writers, so it learns of
-            // written ones here.
-            self.flusher.wake();
-        }
+        // The flush thread leaves pending records to their writers, so it learns of written
+        // ones here.
+        self.flusher.wake();
     }
 
     /// Under ASYNC_FLUSH the appends, not the flush, tell the prepare-ahead thread they came

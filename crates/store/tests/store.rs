@@ -795,8 +795,8 @@ async fn deferred_sync_flush_puts_name_the_flush_their_answer_waits_for() {
 }
 
 /// SYNC_FLUSH, the broker's writer path: `write_pending` writes the deferred records without
-/// flushing them, `flush_pending(true)` flushes (on the caller's thread unless the flush thread
-/// is at it) and the published offset covers them; consumers then see them.
+/// flushing them, `flush_pending` has the flush thread flush them and the published offset
+/// covers them; consumers then see them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn written_sync_flush_records_are_flushed_for_the_writer_that_holds_their_answers() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -821,7 +821,7 @@ async fn written_sync_flush_records_are_flushed_for_the_writer_that_holds_their_
             .write_pending()
             .unwrap_or_else(|e| panic!("write: {e}"))
     );
-    store.flush_pending(true);
+    store.flush_pending();
     let covered = tokio::time::timeout(WAIT, flushed.wait_for(|&at| at >= last as u64))
         .await
         .unwrap_or_else(|_| panic!("the writer's flush was never published"))

@@ -133,11 +133,11 @@ impl ResponseFence for CommitBeforeReply {
         Some(self.store.flushed_watch())
     }
 
-    /// SYNC_FLUSH: flushes what `settle` wrote; a writer holding answers runs the group commit
-    /// itself unless one is under way (see `CommitLogFlusher::group_commit_here`), any other
-    /// leaves it to the flush thread.
-    fn release(&self, held: bool) {
-        self.store.flush_pending(held);
+    /// SYNC_FLUSH: has the flush thread flush what `settle` wrote. Whether this writer holds
+    /// answers does not matter: the msync never runs on a connection's thread (see
+    /// `comet_store::flush::PollWindow` for why).
+    fn release(&self, _held: bool) {
+        self.store.flush_pending();
     }
 
     fn hold_timeout(&self) -> std::time::Duration {
