@@ -84,7 +84,7 @@ JAVA_CP="$JAVA_DIR/target/classes:$(cat "$JAVA_CP_FILE")"
 # Client logs go under the work directory, not ~/logs.
 java_client() { java -Xms128m -Xmx512m -Duser.home="$WORK/java-home" -cp "$JAVA_CP" dev.comet.storecompat.StoreCompat "$@"; }
 
-(cd "$REPO" && cargo build --locked -q -p comet-store --example store_dump --example store_write)
+(cd "$REPO" && cargo build --locked -q -p comet-store --example store_dump && cargo build --locked -q -p comet-broker --example store_write)
 EXAMPLES="$(cd "$REPO" && cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/examples"
 [[ -x "$EXAMPLES/store_dump" && -x "$EXAMPLES/store_write" ]] || die "store examples not found in $EXAMPLES"
 

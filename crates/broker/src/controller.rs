@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use comet_acl::{AclError, DEFAULT_WATCH_INTERVAL, PlainAccessValidator};
+use comet_config_file::ConfigFileError;
 use comet_protocol::code::RequestCode;
 use comet_remoting::{
     CancellationToken, RemotingError, RemotingServer, RequestProcessor, ServerHandle,
@@ -51,6 +52,8 @@ pub enum BrokerError {
     Config(#[from] ConfigError),
     #[error("message store: {0}")]
     Store(#[from] StoreError),
+    #[error("broker metadata: {0}")]
+    Metadata(#[from] ConfigFileError),
     #[error("remoting: {0}")]
     Remoting(#[from] RemotingError),
     #[error("ACL: {0}")]
@@ -77,7 +80,7 @@ impl BrokerController {
         let report = store.recovery_report();
         tracing::info!(root = %root.display(), ?report, "message store opened");
 
-        let opened = (|| -> Result<_, StoreError> {
+        let opened = (|| -> Result<_, ConfigFileError> {
             Ok((
                 Arc::new(TopicConfigManager::open(&root, Arc::clone(&config))?),
                 Arc::new(SubscriptionGroupManager::open(

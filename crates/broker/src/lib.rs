@@ -9,6 +9,7 @@
 //! shared state through one [`context::BrokerContext`].
 
 pub mod config;
+pub mod config_tables;
 pub mod context;
 pub mod controller;
 pub mod offset_manager;

@@ -11,11 +11,9 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::path::Path;
 
-use comet_store::StoreError;
-use comet_store::config_file::DirtyFlag;
-use comet_store::config_tables::{
-    CONSUMER_OFFSET_FILE, ConsumerOffsetTable, OffsetTable, config_path,
-};
+use crate::config_tables::{CONSUMER_OFFSET_FILE, ConsumerOffsetTable, OffsetTable, config_path};
+use comet_config_file::ConfigFileError;
+use comet_config_file::DirtyFlag;
 
 /// `query_offset`'s answer when the group has no offset for the queue.
 pub const NO_OFFSET: i64 = -1;
@@ -29,7 +27,7 @@ pub struct ConsumerOffsetManager {
 
 impl ConsumerOffsetManager {
     /// Loads `<store_root>/config/consumerOffset.json` (empty on first start).
-    pub fn open(store_root: &Path) -> Result<Self, StoreError> {
+    pub fn open(store_root: &Path) -> Result<Self, ConfigFileError> {
         Ok(ConsumerOffsetManager {
             table: ConsumerOffsetTable::open(&config_path(store_root, CONSUMER_OFFSET_FILE))?,
             dirty: DirtyFlag::default(),
@@ -102,17 +100,17 @@ impl ConsumerOffsetManager {
     }
 
     /// The table as consumerOffset.json holds it (GET_ALL_CONSUMER_OFFSET body).
-    pub fn encode(&self) -> Result<String, StoreError> {
+    pub fn encode(&self) -> Result<String, ConfigFileError> {
         self.table.encode()
     }
 
     /// Writes the file if something changed since the last write.
-    pub fn persist_if_dirty(&self) -> Result<bool, StoreError> {
+    pub fn persist_if_dirty(&self) -> Result<bool, ConfigFileError> {
         self.dirty.write_if_marked(|| self.table.persist())
     }
 
     /// Writes the file unconditionally (shutdown).
-    pub fn persist(&self) -> Result<(), StoreError> {
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.dirty.write(|| self.table.persist())
     }
 }

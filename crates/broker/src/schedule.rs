@@ -17,10 +17,10 @@ use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use crate::config_tables::{DELAY_OFFSET_FILE, DelayOffsetTable, config_path};
+use comet_config_file::ConfigFileError;
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
-use comet_store::StoreError;
-use comet_store::config_tables::{DELAY_OFFSET_FILE, DelayOffsetTable, config_path};
 use comet_store::consume_queue::CqUnit;
 use tokio::task::JoinHandle;
 
@@ -50,7 +50,7 @@ pub struct ScheduleMessageService {
 
 impl ScheduleMessageService {
     /// Loads `<store_root>/config/delayOffset.json`.
-    pub fn open(store_root: &Path, levels_ms: Vec<i64>) -> Result<Self, StoreError> {
+    pub fn open(store_root: &Path, levels_ms: Vec<i64>) -> Result<Self, ConfigFileError> {
         Ok(ScheduleMessageService {
             offsets: DelayOffsetTable::open(&config_path(store_root, DELAY_OFFSET_FILE))?,
             levels_ms,
@@ -79,21 +79,19 @@ impl ScheduleMessageService {
     }
 
     /// The delayOffset.json text (GET_ALL_DELAY_OFFSET body).
-    pub fn encode(&self) -> Result<String, StoreError> {
-        comet_store::config_file::to_fastjson_pretty(
-            &comet_store::config_tables::DelayOffsetDocument {
-                offset_table: self.offset_table(),
-            },
-        )
+    pub fn encode(&self) -> Result<String, ConfigFileError> {
+        comet_config_file::to_fastjson_pretty(&crate::config_tables::DelayOffsetDocument {
+            offset_table: self.offset_table(),
+        })
     }
 
     /// Writes delayOffset.json.
-    pub fn persist(&self) -> Result<(), StoreError> {
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.offsets.persist()
     }
 
     /// Writes delayOffset.json if a level advanced since the last write (the periodic persist).
-    pub fn persist_if_dirty(&self) -> Result<bool, StoreError> {
+    pub fn persist_if_dirty(&self) -> Result<bool, ConfigFileError> {
         self.offsets.persist_if_dirty()
     }
 

@@ -9,10 +9,10 @@
 
 use std::path::Path;
 
+use crate::config_tables::{SUBSCRIPTION_GROUP_FILE, SubscriptionGroupTable, config_path};
+use comet_config_file::ConfigFileError;
 use comet_protocol::body::{DataVersion, SubscriptionGroupConfig};
 use comet_protocol::limits::MAX_GROUP_LEN;
-use comet_store::StoreError;
-use comet_store::config_tables::{SUBSCRIPTION_GROUP_FILE, SubscriptionGroupTable, config_path};
 use thiserror::Error;
 
 /// Groups a Java broker creates for its own tools at start-up.
@@ -70,7 +70,7 @@ pub struct SubscriptionGroupManager {
 
 impl SubscriptionGroupManager {
     /// Loads `<store_root>/config/subscriptionGroup.json` and adds the system groups.
-    pub fn open(store_root: &Path, auto_create: bool) -> Result<Self, StoreError> {
+    pub fn open(store_root: &Path, auto_create: bool) -> Result<Self, ConfigFileError> {
         let table =
             SubscriptionGroupTable::open(&config_path(store_root, SUBSCRIPTION_GROUP_FILE))?;
         let manager = SubscriptionGroupManager { table, auto_create };
@@ -134,12 +134,12 @@ impl SubscriptionGroupManager {
     }
 
     /// The whole document as subscriptionGroup.json holds it (GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
-    pub fn snapshot(&self) -> comet_store::config_tables::SubscriptionGroupDocument {
+    pub fn snapshot(&self) -> crate::config_tables::SubscriptionGroupDocument {
         self.table.snapshot()
     }
 
     /// Writes `subscriptionGroup.json`.
-    pub fn persist(&self) -> Result<(), StoreError> {
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.table.persist()
     }
 

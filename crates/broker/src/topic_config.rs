@@ -19,12 +19,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::config_tables::{TOPICS_FILE, TopicConfigTable, config_path};
+use comet_config_file::ConfigFileError;
 use comet_protocol::body::{
     DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType, perm,
 };
 use comet_protocol::limits::MAX_TOPIC_LEN;
-use comet_store::StoreError;
-use comet_store::config_tables::{TOPICS_FILE, TopicConfigTable, config_path};
 use parking_lot::Mutex;
 use thiserror::Error;
 use tokio::sync::Notify;
@@ -143,7 +143,7 @@ impl std::fmt::Debug for TopicConfigManager {
 
 impl TopicConfigManager {
     /// Loads `<store_root>/config/topics.json` and creates the system topics.
-    pub fn open(store_root: &Path, config: Arc<BrokerConfig>) -> Result<Self, StoreError> {
+    pub fn open(store_root: &Path, config: Arc<BrokerConfig>) -> Result<Self, ConfigFileError> {
         let table = TopicConfigTable::open(&config_path(store_root, TOPICS_FILE))?;
         let manager = TopicConfigManager {
             table,
@@ -416,7 +416,7 @@ impl TopicConfigManager {
     }
 
     /// Writes `topics.json`.
-    pub fn persist(&self) -> Result<(), StoreError> {
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.table.persist()
     }
 }

@@ -14,10 +14,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use comet_config_file::{ConfigFileError, load_parsed, persist_atomically, pretty_fastjson};
 use comet_protocol::ProtocolError;
 use comet_protocol::body::{KvTable, from_fastjson, to_fastjson};
-use comet_store::config_file::{load_parsed, persist_atomically, pretty_fastjson};
-use comet_store::error::StoreError;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -54,7 +53,7 @@ pub enum KvConfigError {
     Encode(#[from] ProtocolError),
     /// The file could not be written or read.
     #[error("KV config file: {0}")]
-    Store(#[from] StoreError),
+    File(#[from] ConfigFileError),
 }
 
 impl KvConfigError {
@@ -94,7 +93,7 @@ impl KvConfigManager {
     pub fn load(path: impl Into<PathBuf>) -> Result<Self, KvConfigError> {
         let path = path.into();
         let parsed = load_parsed(&path, |text| {
-            from_fastjson::<KvConfigFile>(text.as_bytes()).map_err(|e| StoreError::Json {
+            from_fastjson::<KvConfigFile>(text.as_bytes()).map_err(|e| ConfigFileError::Json {
                 path: path.clone(),
                 reason: e.to_string(),
             })
@@ -287,7 +286,7 @@ mod tests {
         let kv = KvConfigManager::load(blocker.join("kvConfig.json")).unwrap();
         std::fs::write(&blocker, "x").unwrap();
         let err = kv.put("ns", "k", "v").unwrap_err();
-        assert!(matches!(err, KvConfigError::Store(_)));
+        assert!(matches!(err, KvConfigError::File(_)));
         assert!(!err.is_invalid_input());
         assert_eq!(kv.get("ns", "k"), None);
     }

@@ -48,9 +48,6 @@ pub enum StoreError {
     /// The store is shutting down or its services have stopped.
     #[error("the message store is not running")]
     NotRunning,
-    /// A JSON document (config file) could not be parsed or produced.
-    #[error("JSON error in {path}: {reason}")]
-    Json { path: PathBuf, reason: String },
 }
 
 impl StoreError {

@@ -15,15 +15,14 @@
 //! Entry point: [`MessageStore`] ([`message_store`]). Building blocks: [`mapped_file`] and
 //! [`mapped_file_queue`] (memory-mapped segments), [`consume_queue`], [`index_service`],
 //! [`checkpoint`], [`cleanup`] (retention decisions), [`page_release`] (bounding the mapped
-//! pages in the resident set), [`config_file`] / [`config_tables`] (the
-//! broker's JSON config files).
+//! pages in the resident set).
+//!
+//! The broker's metadata (topics, groups, offsets) is not kept here: the store keeps messages.
 
 pub mod checkpoint;
 pub mod cleanup;
 pub mod commit_log;
 pub mod config;
-pub mod config_file;
-pub mod config_tables;
 pub mod consume_queue;
 pub mod dispatch;
 pub mod error;

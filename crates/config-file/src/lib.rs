@@ -1,14 +1,19 @@
-//! Crash-safe JSON config files (`topics.json`, `consumerOffset.json`, ...).
+//! # comet-config-file
 //!
-//! The broker rewrites these files every few seconds; a crash in the middle of a write must never
+//! Crash-safe JSON config files (`topics.json`, `consumerOffset.json`, `kvConfig.json`, ...), shared
+//! by the broker (its metadata tables) and the name server (its KV config).
+//!
+//! A broker rewrites these files every few seconds; a crash in the middle of a write must never
 //! leave it without a usable copy. RocketMQ's `MixAll.string2File` writes `<file>.tmp`, keeps the
 //! previous version as `<file>.bak`, then replaces the file; at load, a missing or unreadable file
-//! falls back to the `.bak`. We do the same and add the fsyncs that make it hold across power loss:
-//! the temporary file is synced before the rename, and the directory after it.
+//! falls back to the `.bak`. This crate does the same and adds the fsyncs that make it hold across
+//! power loss: the temporary file is synced before the rename, and the directory after it.
 //!
 //! The files are written the way fastjson's `PrettyFormat` writes them (tabs, one entry per line,
 //! `"key":value` without a space, maps with integer keys kept on one line with the closing brace
 //! on the next), so they diff cleanly against a Java broker's and Java tooling reads them.
+
+#![forbid(unsafe_code)]
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -18,8 +23,44 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use serde::Serialize;
+use thiserror::Error;
 
-use crate::error::StoreError;
+/// A config file could not be read, parsed or written. Every variant names the file.
+#[derive(Debug, Error)]
+pub enum ConfigFileError {
+    /// An operating-system I/O call failed on `path`.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's content is not the JSON document expected.
+    #[error("JSON error in {path}: {reason}")]
+    Json { path: PathBuf, reason: String },
+    /// A value could not be rendered as fastjson text.
+    #[error("protocol error: {0}")]
+    Encode(#[from] comet_protocol::ProtocolError),
+}
+
+impl ConfigFileError {
+    /// Wraps an [`std::io::Error`] with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        ConfigFileError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A [`ConfigFileError::Json`] for content not yet tied to a path ([`ConfigFile::load`] fills
+    /// the path in).
+    pub fn json(reason: impl std::fmt::Display) -> Self {
+        ConfigFileError::Json {
+            path: PathBuf::new(),
+            reason: reason.to_string(),
+        }
+    }
+}
 
 /// Suffix of the previous version of a config file.
 pub const BAK_SUFFIX: &str = ".bak";
@@ -40,20 +81,20 @@ pub fn bak_path(path: &Path) -> PathBuf {
     with_suffix(path, BAK_SUFFIX)
 }
 
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    let handle = File::open(dir).map_err(|e| StoreError::io(dir, e))?;
-    handle.sync_all().map_err(|e| StoreError::io(dir, e))
+fn sync_dir(dir: &Path) -> Result<(), ConfigFileError> {
+    let handle = File::open(dir).map_err(|e| ConfigFileError::io(dir, e))?;
+    handle.sync_all().map_err(|e| ConfigFileError::io(dir, e))
 }
 
 /// Replaces the file at `path` with `content` so that at every instant either the old or the new
 /// content is on disk: write `<path>.tmp` and fsync it, copy the current file to `<path>.bak`,
 /// rename the temporary file over `path`, fsync the directory.
-pub fn persist_atomically(path: &Path, content: &str) -> Result<(), StoreError> {
+pub fn persist_atomically(path: &Path, content: &str) -> Result<(), ConfigFileError> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+    fs::create_dir_all(&dir).map_err(|e| ConfigFileError::io(&dir, e))?;
     let tmp = with_suffix(path, TMP_SUFFIX);
     {
         let mut file = OpenOptions::new()
@@ -61,49 +102,49 @@ pub fn persist_atomically(path: &Path, content: &str) -> Result<(), StoreError> 
             .create(true)
             .truncate(true)
             .open(&tmp)
-            .map_err(|e| StoreError::io(&tmp, e))?;
+            .map_err(|e| ConfigFileError::io(&tmp, e))?;
         file.write_all(content.as_bytes())
-            .map_err(|e| StoreError::io(&tmp, e))?;
-        file.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
+            .map_err(|e| ConfigFileError::io(&tmp, e))?;
+        file.sync_all().map_err(|e| ConfigFileError::io(&tmp, e))?;
     }
     let bak = bak_path(path);
     match fs::metadata(path) {
         // An empty main file is the debris of an earlier failure; keep the older `.bak` instead.
         Ok(meta) if meta.len() > 0 => {
-            fs::copy(path, &bak).map_err(|e| StoreError::io(&bak, e))?;
+            fs::copy(path, &bak).map_err(|e| ConfigFileError::io(&bak, e))?;
             File::open(&bak)
                 .and_then(|f| f.sync_all())
-                .map_err(|e| StoreError::io(&bak, e))?;
+                .map_err(|e| ConfigFileError::io(&bak, e))?;
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(StoreError::io(path, e)),
+        Err(e) => return Err(ConfigFileError::io(path, e)),
     }
-    fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))?;
+    fs::rename(&tmp, path).map_err(|e| ConfigFileError::io(path, e))?;
     sync_dir(&dir)
 }
 
 /// Reads a file; `None` if it is missing or holds only whitespace.
-fn read_non_empty(path: &Path) -> Result<Option<String>, StoreError> {
+fn read_non_empty(path: &Path) -> Result<Option<String>, ConfigFileError> {
     match fs::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => Ok(None),
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(StoreError::Json {
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(ConfigFileError::Json {
             path: path.to_path_buf(),
             reason: "file is not UTF-8".into(),
         }),
-        Err(e) => Err(StoreError::io(path, e)),
+        Err(e) => Err(ConfigFileError::io(path, e)),
     }
 }
 
 /// The content of `path`, or of `<path>.bak` when `path` is missing or empty; `None` when
 /// neither has content (first start).
-pub fn load_with_backup(path: &Path) -> Result<Option<String>, StoreError> {
+pub fn load_with_backup(path: &Path) -> Result<Option<String>, ConfigFileError> {
     match read_non_empty(path) {
         Ok(Some(text)) => Ok(Some(text)),
         Ok(None) => read_non_empty(&bak_path(path)),
-        Err(StoreError::Json { .. }) => read_non_empty(&bak_path(path)),
+        Err(ConfigFileError::Json { .. }) => read_non_empty(&bak_path(path)),
         Err(e) => Err(e),
     }
 }
@@ -113,15 +154,15 @@ pub fn load_with_backup(path: &Path) -> Result<Option<String>, StoreError> {
 /// broker must not start with silently lost configuration).
 pub fn load_parsed<T>(
     path: &Path,
-    parse: impl Fn(&str) -> Result<T, StoreError>,
-) -> Result<Option<T>, StoreError> {
+    parse: impl Fn(&str) -> Result<T, ConfigFileError>,
+) -> Result<Option<T>, ConfigFileError> {
     let main_err = match read_non_empty(path) {
         Ok(Some(text)) => match parse(&text) {
             Ok(value) => return Ok(Some(value)),
             Err(e) => Some(e),
         },
         Ok(None) => None,
-        Err(e @ StoreError::Json { .. }) => Some(e),
+        Err(e @ ConfigFileError::Json { .. }) => Some(e),
         Err(e) => return Err(e),
     };
     if let Some(e) = &main_err {
@@ -230,7 +271,7 @@ fn copy_inline_object(out: &mut String, chars: &mut std::iter::Peekable<std::str
 }
 
 /// Serializes `value` as fastjson does (sorted keys, bare integer keys) in its pretty layout.
-pub fn to_fastjson_pretty<T: Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
+pub fn to_fastjson_pretty<T: Serialize + ?Sized>(value: &T) -> Result<String, ConfigFileError> {
     let compact = comet_protocol::body::to_fastjson(value)?;
     Ok(pretty_fastjson(&compact))
 }
@@ -238,9 +279,9 @@ pub fn to_fastjson_pretty<T: Serialize + ?Sized>(value: &T) -> Result<String, St
 /// A document kept in a config file.
 pub trait ConfigData: Sized {
     /// The file content for this value.
-    fn encode(&self) -> Result<String, StoreError>;
+    fn encode(&self) -> Result<String, ConfigFileError>;
     /// Parses file content (fastjson or standard JSON).
-    fn decode(text: &str) -> Result<Self, StoreError>;
+    fn decode(text: &str) -> Result<Self, ConfigFileError>;
 }
 
 /// A config file holding a `T`: load with `.bak` fallback, persist atomically. Persists through
@@ -274,11 +315,11 @@ impl<T: ConfigData> ConfigFile<T> {
     }
 
     /// Loads the value (see [`load_parsed`]); `None` on first start.
-    pub fn load(&self) -> Result<Option<T>, StoreError> {
+    pub fn load(&self) -> Result<Option<T>, ConfigFileError> {
         let path = self.path.clone();
         load_parsed(&self.path, |text| {
             T::decode(text).map_err(|e| match e {
-                StoreError::Json { reason, .. } => StoreError::Json {
+                ConfigFileError::Json { reason, .. } => ConfigFileError::Json {
                     path: path.clone(),
                     reason,
                 },
@@ -288,7 +329,7 @@ impl<T: ConfigData> ConfigFile<T> {
     }
 
     /// Writes `value` atomically (see [`persist_atomically`]).
-    pub fn persist(&self, value: &T) -> Result<(), StoreError> {
+    pub fn persist(&self, value: &T) -> Result<(), ConfigFileError> {
         self.persist_snapshot(|| value.encode())
     }
 
@@ -298,8 +339,8 @@ impl<T: ConfigData> ConfigFile<T> {
     /// order and leave the older one on disk (a change lost until the next persist).
     pub fn persist_snapshot(
         &self,
-        snapshot: impl FnOnce() -> Result<String, StoreError>,
-    ) -> Result<(), StoreError> {
+        snapshot: impl FnOnce() -> Result<String, ConfigFileError>,
+    ) -> Result<(), ConfigFileError> {
         let _guard = self.persist_lock.lock();
         let text = snapshot()?;
         persist_atomically(&self.path, &text)
@@ -321,10 +362,7 @@ impl DirtyFlag {
     }
 
     /// Runs `write` if the table changed since the last write; true if it wrote.
-    pub fn write_if_marked(
-        &self,
-        write: impl FnOnce() -> Result<(), StoreError>,
-    ) -> Result<bool, StoreError> {
+    pub fn write_if_marked<E>(&self, write: impl FnOnce() -> Result<(), E>) -> Result<bool, E> {
         if !self.0.swap(false, Ordering::AcqRel) {
             return Ok(false);
         }
@@ -332,7 +370,7 @@ impl DirtyFlag {
     }
 
     /// Runs `write` unconditionally (shutdown).
-    pub fn write(&self, write: impl FnOnce() -> Result<(), StoreError>) -> Result<(), StoreError> {
+    pub fn write<E>(&self, write: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
         self.0.store(false, Ordering::Release);
         write().inspect_err(|_| self.mark())
     }
@@ -350,17 +388,17 @@ mod tests {
             !flag
                 .write_if_marked(|| {
                     writes += 1;
-                    Ok(())
+                    Ok::<(), ConfigFileError>(())
                 })
                 .unwrap()
         );
         flag.mark();
-        let failed = flag.write_if_marked(|| Err(StoreError::Config("disk full".into())));
+        let failed = flag.write_if_marked(|| Err(ConfigFileError::json("disk full")));
         assert!(failed.is_err());
         assert!(
             flag.write_if_marked(|| {
                 writes += 1;
-                Ok(())
+                Ok::<(), ConfigFileError>(())
             })
             .unwrap()
         );
@@ -368,22 +406,34 @@ mod tests {
             !flag
                 .write_if_marked(|| {
                     writes += 1;
-                    Ok(())
+                    Ok::<(), ConfigFileError>(())
                 })
                 .unwrap()
         );
         assert!(
-            flag.write(|| Err(StoreError::Config("disk full".into())))
+            flag.write(|| Err(ConfigFileError::json("disk full")))
                 .is_err()
         );
         assert!(
             flag.write_if_marked(|| {
                 writes += 1;
-                Ok(())
+                Ok::<(), ConfigFileError>(())
             })
             .unwrap()
         );
         assert_eq!(writes, 2);
+    }
+
+    /// A document that is its own text.
+    struct Text(String);
+
+    impl ConfigData for Text {
+        fn encode(&self) -> Result<String, ConfigFileError> {
+            Ok(self.0.clone())
+        }
+        fn decode(text: &str) -> Result<Self, ConfigFileError> {
+            Ok(Text(text.to_owned()))
+        }
     }
 
     fn tmp() -> tempfile::TempDir {
@@ -406,10 +456,9 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_is_taken_under_the_persist_lock() -> Result<(), StoreError> {
+    fn a_snapshot_is_taken_under_the_persist_lock() -> Result<(), ConfigFileError> {
         let dir = tmp();
-        let file: ConfigFile<crate::config_tables::DelayOffsetDocument> =
-            ConfigFile::new(dir.path().join("delayOffset.json"));
+        let file: ConfigFile<Text> = ConfigFile::new(dir.path().join("delayOffset.json"));
         let mut held = None;
         file.persist_snapshot(|| {
             // Another persist cannot start between this snapshot and its write.
@@ -427,7 +476,7 @@ mod tests {
     }
 
     #[test]
-    fn persist_keeps_previous_version_as_bak() -> Result<(), StoreError> {
+    fn persist_keeps_previous_version_as_bak() -> Result<(), ConfigFileError> {
         let dir = tmp();
         let path = dir.path().join("config").join("x.json");
         persist_atomically(&path, "one")?;
@@ -447,26 +496,26 @@ mod tests {
     }
 
     #[test]
-    fn load_falls_back_to_bak() -> Result<(), StoreError> {
+    fn load_falls_back_to_bak() -> Result<(), ConfigFileError> {
         let dir = tmp();
         let path = dir.path().join("y.json");
         assert_eq!(load_with_backup(&path)?, None);
-        fs::write(bak_path(&path), "backup").map_err(|e| StoreError::io(&path, e))?;
+        fs::write(bak_path(&path), "backup").map_err(|e| ConfigFileError::io(&path, e))?;
         assert_eq!(
             load_with_backup(&path)?.as_deref(),
             Some("backup"),
             "main missing"
         );
-        fs::write(&path, " \n").map_err(|e| StoreError::io(&path, e))?;
+        fs::write(&path, " \n").map_err(|e| ConfigFileError::io(&path, e))?;
         assert_eq!(
             load_with_backup(&path)?.as_deref(),
             Some("backup"),
             "main empty"
         );
-        fs::write(&path, "garbage").map_err(|e| StoreError::io(&path, e))?;
-        let parse = |t: &str| -> Result<String, StoreError> {
+        fs::write(&path, "garbage").map_err(|e| ConfigFileError::io(&path, e))?;
+        let parse = |t: &str| -> Result<String, ConfigFileError> {
             if t == "garbage" {
-                Err(StoreError::Json {
+                Err(ConfigFileError::Json {
                     path: PathBuf::new(),
                     reason: "bad".into(),
                 })
@@ -479,7 +528,7 @@ mod tests {
             Some("backup"),
             "main corrupt"
         );
-        fs::write(bak_path(&path), "garbage").map_err(|e| StoreError::io(&path, e))?;
+        fs::write(bak_path(&path), "garbage").map_err(|e| ConfigFileError::io(&path, e))?;
         assert!(
             load_parsed(&path, parse).is_err(),
             "both corrupt is an error"

@@ -12,7 +12,7 @@
 //! offset message ids decode to that broker.
 //!
 //! ```text
-//! cargo run -p comet-store --example store_write -- --root <store dir> --store-host 127.0.0.1:10911 \
+//! cargo run -p comet-broker --example store_write -- --root <store dir> --store-host 127.0.0.1:10911 \
 //!     --manifest <file> [--mapped-file-size 1048576] [--count 2000] [--seed 1]
 //! ```
 //!
@@ -27,13 +27,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use bytes::Bytes;
+use comet_broker::config_tables::{TOPICS_FILE, TopicConfigTable, config_path};
 use comet_protocol::body::TopicConfig;
 use comet_protocol::message::batch::BatchEntry;
 use comet_protocol::message::compress::{self, CompressionType, DEFAULT_COMPRESS_LEVEL};
 use comet_protocol::message::id::{self, UniqIdGenerator};
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::{MessageExt, Properties};
-use comet_store::config_tables::{TOPICS_FILE, TopicConfigTable, config_path};
 use comet_store::{MessageExtBatch, MessageStore, MessageStoreConfig, PutMessageResult};
 use serde_json::{Map, Value, json};
 

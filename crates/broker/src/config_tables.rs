@@ -17,8 +17,7 @@ use comet_protocol::body::{
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
-use crate::config_file::{ConfigData, ConfigFile, DirtyFlag, to_fastjson_pretty};
-use crate::error::StoreError;
+use comet_config_file::{ConfigData, ConfigFile, ConfigFileError, DirtyFlag, to_fastjson_pretty};
 
 /// Directory under the store root holding the config files.
 pub const CONFIG_DIR: &str = "config";
@@ -38,15 +37,8 @@ pub fn config_path(store_root: &Path, file: &str) -> PathBuf {
     store_root.join(CONFIG_DIR).join(file)
 }
 
-fn json_err(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Json {
-        path: PathBuf::new(),
-        reason: e.to_string(),
-    }
-}
-
-fn decode_fastjson<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
-    from_fastjson(text.as_bytes()).map_err(json_err)
+fn decode_fastjson<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ConfigFileError> {
+    from_fastjson(text.as_bytes()).map_err(ConfigFileError::json)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -63,11 +55,11 @@ pub struct TopicsDocument {
 }
 
 impl ConfigData for TopicsDocument {
-    fn encode(&self) -> Result<String, StoreError> {
+    fn encode(&self) -> Result<String, ConfigFileError> {
         to_fastjson_pretty(self)
     }
 
-    fn decode(text: &str) -> Result<Self, StoreError> {
+    fn decode(text: &str) -> Result<Self, ConfigFileError> {
         decode_fastjson(text)
     }
 }
@@ -81,7 +73,7 @@ pub struct TopicConfigTable {
 
 impl TopicConfigTable {
     /// Loads the table from `path` (with `.bak` fallback); empty on first start.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+    pub fn open(path: &Path) -> Result<Self, ConfigFileError> {
         let file = ConfigFile::new(path);
         let doc = file.load()?.unwrap_or_default();
         Ok(TopicConfigTable {
@@ -190,7 +182,7 @@ impl TopicConfigTable {
     }
 
     /// Writes `topics.json` atomically.
-    pub fn persist(&self) -> Result<(), StoreError> {
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.file.persist_snapshot(|| self.doc.read().encode())
     }
 
@@ -217,11 +209,11 @@ pub struct SubscriptionGroupDocument {
 }
 
 impl ConfigData for SubscriptionGroupDocument {
-    fn encode(&self) -> Result<String, StoreError> {
+    fn encode(&self) -> Result<String, ConfigFileError> {
         to_fastjson_pretty(self)
     }
 
-    fn decode(text: &str) -> Result<Self, StoreError> {
+    fn decode(text: &str) -> Result<Self, ConfigFileError> {
         decode_fastjson(text)
     }
 }
@@ -235,7 +227,7 @@ pub struct SubscriptionGroupTable {
 
 impl SubscriptionGroupTable {
     /// Loads the table from `path` (with `.bak` fallback); empty on first start.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+    pub fn open(path: &Path) -> Result<Self, ConfigFileError> {
         let file = ConfigFile::new(path);
         let doc = file.load()?.unwrap_or_default();
         Ok(SubscriptionGroupTable {
@@ -327,7 +319,7 @@ impl SubscriptionGroupTable {
     }
 
     /// Writes `subscriptionGroup.json` atomically.
-    pub fn persist(&self) -> Result<(), StoreError> {
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.file.persist_snapshot(|| self.doc.read().encode())
     }
 
@@ -351,11 +343,11 @@ pub struct ConsumerOffsetDocument {
 }
 
 impl ConfigData for ConsumerOffsetDocument {
-    fn encode(&self) -> Result<String, StoreError> {
+    fn encode(&self) -> Result<String, ConfigFileError> {
         to_fastjson_pretty(self)
     }
 
-    fn decode(text: &str) -> Result<Self, StoreError> {
+    fn decode(text: &str) -> Result<Self, ConfigFileError> {
         decode_fastjson(text)
     }
 }
@@ -382,7 +374,7 @@ pub struct ConsumerOffsetTable {
 
 impl ConsumerOffsetTable {
     /// Loads the table from `path` (with `.bak` fallback); empty on first start.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+    pub fn open(path: &Path) -> Result<Self, ConfigFileError> {
         let file = ConfigFile::new(path);
         let doc = file.load()?.unwrap_or_default();
         Ok(ConsumerOffsetTable {
@@ -497,7 +489,7 @@ impl ConsumerOffsetTable {
     }
 
     /// The file content for the current table.
-    pub fn encode(&self) -> Result<String, StoreError> {
+    pub fn encode(&self) -> Result<String, ConfigFileError> {
         ConsumerOffsetDocument {
             offset_table: self.snapshot(),
         }
@@ -505,7 +497,7 @@ impl ConsumerOffsetTable {
     }
 
     /// Writes `consumerOffset.json` atomically.
-    pub fn persist(&self) -> Result<(), StoreError> {
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.file.persist_snapshot(|| self.encode())
     }
 
@@ -526,11 +518,11 @@ pub struct DelayOffsetDocument {
 }
 
 impl ConfigData for DelayOffsetDocument {
-    fn encode(&self) -> Result<String, StoreError> {
+    fn encode(&self) -> Result<String, ConfigFileError> {
         to_fastjson_pretty(self)
     }
 
-    fn decode(text: &str) -> Result<Self, StoreError> {
+    fn decode(text: &str) -> Result<Self, ConfigFileError> {
         decode_fastjson(text)
     }
 }
@@ -548,7 +540,7 @@ pub struct DelayOffsetTable {
 
 impl DelayOffsetTable {
     /// Loads the table from `path` (with `.bak` fallback); empty on first start.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+    pub fn open(path: &Path) -> Result<Self, ConfigFileError> {
         let file = ConfigFile::new(path);
         let doc = file.load()?.unwrap_or_default();
         Ok(DelayOffsetTable {
@@ -576,16 +568,16 @@ impl DelayOffsetTable {
     }
 
     /// Writes `delayOffset.json` if a level advanced since the last write; true if it wrote.
-    pub fn persist_if_dirty(&self) -> Result<bool, StoreError> {
+    pub fn persist_if_dirty(&self) -> Result<bool, ConfigFileError> {
         self.dirty.write_if_marked(|| self.write_snapshot())
     }
 
     /// Writes `delayOffset.json` atomically, changed or not (shutdown).
-    pub fn persist(&self) -> Result<(), StoreError> {
+    pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.dirty.write(|| self.write_snapshot())
     }
 
-    fn write_snapshot(&self) -> Result<(), StoreError> {
+    fn write_snapshot(&self) -> Result<(), ConfigFileError> {
         self.file.persist_snapshot(|| {
             DelayOffsetDocument {
                 offset_table: self.snapshot(),
@@ -610,7 +602,7 @@ pub struct ConfigTables {
 
 impl ConfigTables {
     /// Opens every table under `<store_root>/config/`.
-    pub fn open(store_root: &Path) -> Result<Self, StoreError> {
+    pub fn open(store_root: &Path) -> Result<Self, ConfigFileError> {
         Ok(ConfigTables {
             topics: TopicConfigTable::open(&config_path(store_root, TOPICS_FILE))?,
             subscription_groups: SubscriptionGroupTable::open(&config_path(
@@ -626,7 +618,7 @@ impl ConfigTables {
     }
 
     /// Persists all four tables.
-    pub fn persist_all(&self) -> Result<(), StoreError> {
+    pub fn persist_all(&self) -> Result<(), ConfigFileError> {
         self.topics.persist()?;
         self.subscription_groups.persist()?;
         self.consumer_offsets.persist()?;
