@@ -21,10 +21,7 @@ use std::time::Duration;
 
 use comet_acl::{AclError, DEFAULT_WATCH_INTERVAL, PlainAccessValidator};
 use comet_config_file::ConfigFileError;
-use comet_protocol::code::RequestCode;
-use comet_remoting::{
-    CancellationToken, RemotingError, RemotingServer, RequestProcessor, ServerHandle,
-};
+use comet_remoting::{CancellationToken, RemotingError, RemotingServer, ServerHandle};
 use comet_store::{MessageStore, StoreError};
 use thiserror::Error;
 use tokio::task::JoinHandle;
@@ -36,9 +33,7 @@ use crate::long_polling::{NotifyMessageArrivingListener, PullRequestHoldService}
 use crate::offset_manager::ConsumerOffsetManager;
 use crate::outer_api::{BrokerIdentity, BrokerOuterApi, RegisterReport};
 use crate::processor;
-use crate::processor::admin::{ADMIN_CODES, AdminProcessor};
-use crate::processor::end_transaction::EndTransactionProcessor;
-use crate::processor::send::{CommitBeforeReply, SendMessageProcessor};
+use crate::processor::send::CommitBeforeReply;
 use crate::rebalance_lock::RebalanceLockManager;
 use crate::schedule::ScheduleMessageService;
 use crate::subscription_group::SubscriptionGroupManager;
@@ -174,27 +169,10 @@ impl BrokerController {
             Arc::clone(&store),
             Arc::clone(&pull_hold),
         )));
-        let send: Arc<dyn RequestProcessor> = Arc::new(SendMessageProcessor::new(Arc::clone(&ctx)));
-        for code in [
-            RequestCode::SendMessage,
-            RequestCode::SendMessageV2,
-            RequestCode::SendBatchMessage,
-        ] {
-            server.register(code.code(), Arc::clone(&send));
-        }
-        let admin: Arc<dyn RequestProcessor> = Arc::new(AdminProcessor::new(Arc::clone(&ctx)));
-        for code in ADMIN_CODES {
-            server.register(code.code(), Arc::clone(&admin));
-        }
-        processor::consume::register(&server, &ctx);
         let transactions = Arc::new(TransactionService::new(store_host.ip()));
-        server.register(
-            RequestCode::EndTransaction.code(),
-            Arc::new(EndTransactionProcessor::new(
-                Arc::clone(&ctx),
-                Arc::clone(&transactions),
-            )),
-        );
+        processor::routes::register(&server, &ctx, &transactions);
+        // The client tables (consumers, producers, held pulls) forget a connection when it closes.
+        server.set_channel_event_listener(Arc::new(ClientHousekeeping::new(Arc::downgrade(&ctx))));
 
         let mut tasks = Vec::new();
         pull_hold.start(Arc::downgrade(&ctx));

@@ -18,42 +18,25 @@ use comet_protocol::body::{
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::command::COMET_VERSION;
 use comet_protocol::headers::{
-    CommandHeader, CommandHeaderExt, CreateTopicRequestHeader,
-    DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
-    GetConsumerConnectionListRequestHeader, GetTopicConfigRequestHeader,
-    GetTopicStatsInfoRequestHeader, ResetOffsetRequestHeader, request_with_header,
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
+    GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader, ResetOffsetRequestHeader,
+    request_with_header,
 };
 use comet_remoting::{Channel, RequestProcessor};
 use futures::future::BoxFuture;
 
 use crate::config::MAX_QUEUE_NUMS;
 use crate::context::BrokerContext;
-use crate::processor::{Rejection, error_response, header_error_response, reject};
+use crate::processor::{Answer, Rejection, answer, decode_header, error_response, reject};
 use crate::subscription_group::validate_group_name;
 use crate::topic_config::validate_topic_name;
 
 /// The request codes [`AdminProcessor`] answers.
-pub const ADMIN_CODES: &[RequestCode] = &[
-    RequestCode::UpdateAndCreateTopic,
-    RequestCode::DeleteTopicInBroker,
-    RequestCode::GetAllTopicConfig,
-    RequestCode::GetTopicStatsInfo,
-    RequestCode::GetConsumeStats,
-    RequestCode::UpdateAndCreateSubscriptiongroup,
-    RequestCode::DeleteSubscriptiongroup,
-    RequestCode::GetAllSubscriptiongroupConfig,
-    RequestCode::GetBrokerRuntimeInfo,
-    RequestCode::GetConsumerConnectionList,
-    RequestCode::InvokeBrokerToResetOffset,
-    RequestCode::GetBrokerConfig,
-    RequestCode::GetAllDelayOffset,
-    RequestCode::GetTopicConfig,
-];
-
 /// `timestamp` value of a reset request meaning "to the end of the queue".
 pub const RESET_TO_MAX_TIMESTAMP: i64 = -1;
 
-/// Handles the admin codes listed in [`ADMIN_CODES`].
+/// Handles the admin codes routed to it (see [`routes`](crate::processor::routes)).
 pub struct AdminProcessor {
     ctx: Arc<BrokerContext>,
     boot_timestamp: i64,
@@ -78,20 +61,26 @@ impl RequestProcessor for AdminProcessor {
         let boot = self.boot_timestamp;
         Box::pin(async move {
             let response = match RequestCode::from(request.code) {
-                RequestCode::UpdateAndCreateTopic => update_and_create_topic(&ctx, &request),
-                RequestCode::DeleteTopicInBroker => delete_topic(&ctx, &request),
+                RequestCode::UpdateAndCreateTopic => {
+                    answer(update_and_create_topic(&ctx, &request))
+                }
+                RequestCode::DeleteTopicInBroker => answer(delete_topic(&ctx, &request)),
                 RequestCode::GetAllTopicConfig => json_body(&ctx.topic_config.wrapper()),
-                RequestCode::GetTopicStatsInfo => topic_stats(&ctx, &request),
-                RequestCode::GetTopicConfig => topic_config(&ctx, &request),
-                RequestCode::GetConsumeStats => consume_stats(&ctx, &request),
+                RequestCode::GetTopicStatsInfo => answer(topic_stats(&ctx, &request)),
+                RequestCode::GetTopicConfig => answer(topic_config(&ctx, &request)),
+                RequestCode::GetConsumeStats => answer(consume_stats(&ctx, &request)),
                 RequestCode::UpdateAndCreateSubscriptiongroup => update_group(&ctx, &request),
-                RequestCode::DeleteSubscriptiongroup => delete_group(&ctx, &request),
+                RequestCode::DeleteSubscriptiongroup => answer(delete_group(&ctx, &request)),
                 RequestCode::GetAllSubscriptiongroupConfig => {
                     json_body(&ctx.subscription_groups.snapshot())
                 }
                 RequestCode::GetBrokerRuntimeInfo => runtime_info(&ctx, boot),
-                RequestCode::GetConsumerConnectionList => consumer_connections(&ctx, &request),
-                RequestCode::InvokeBrokerToResetOffset => reset_offset(&ctx, &request).await,
+                RequestCode::GetConsumerConnectionList => {
+                    answer(consumer_connections(&ctx, &request))
+                }
+                RequestCode::InvokeBrokerToResetOffset => {
+                    answer(reset_offset(&ctx, &request).await)
+                }
                 RequestCode::GetBrokerConfig => broker_config(&ctx),
                 RequestCode::GetAllDelayOffset => match ctx.schedule.encode() {
                     Ok(text) => success().with_body(text.into_bytes()),
@@ -121,12 +110,6 @@ fn json_body<T: serde::Serialize>(value: &T) -> RemotingCommand {
     }
 }
 
-fn decode<H: CommandHeader>(request: &RemotingCommand) -> Result<H, Rejection> {
-    request
-        .decode_header::<H>()
-        .map_err(|e| Box::new(header_error_response(&e)))
-}
-
 /// Applies 5.x attribute changes (`+key=value` adds or sets, `-key` removes), comma-separated.
 fn apply_attributes(
     attributes: &mut HashMap<String, String>,
@@ -153,39 +136,36 @@ fn apply_attributes(
     Ok(())
 }
 
-fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
-    let header: CreateTopicRequestHeader = match decode(request) {
-        Ok(h) => h,
-        Err(rsp) => return *rsp,
-    };
+fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+    let header: CreateTopicRequestHeader = decode_header(request)?;
     let topic = header.topic.as_str();
     if let Err(e) = validate_topic_name(topic) {
-        return error_response(ResponseCode::InvalidParameter, e.to_string());
+        return Err(reject(ResponseCode::InvalidParameter, e.to_string()));
     }
     if ctx.topic_config.is_system_topic(topic) {
-        return error_response(
+        return Err(reject(
             ResponseCode::InvalidParameter,
             format!("The topic[{topic}] is conflict with system topic."),
-        );
+        ));
     }
     for (key, n) in [
         ("readQueueNums", header.read_queue_nums),
         ("writeQueueNums", header.write_queue_nums),
     ] {
         if !(1..=MAX_QUEUE_NUMS).contains(&n) {
-            return error_response(
+            return Err(reject(
                 ResponseCode::InvalidParameter,
                 format!("{key} {n} is out of range 1..={MAX_QUEUE_NUMS}"),
-            );
+            ));
         }
     }
     if !(0..=perm::PERM_PRIORITY | perm::PERM_READ_WRITE | perm::PERM_INHERIT)
         .contains(&header.perm)
     {
-        return error_response(
+        return Err(reject(
             ResponseCode::InvalidParameter,
             format!("perm {} is not a permission bit set", header.perm),
-        );
+        ));
     }
     let mut config = ctx
         .topic_config
@@ -197,40 +177,35 @@ fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Re
     config.topic_filter_type = header.topic_filter_type;
     config.topic_sys_flag = header.topic_sys_flag.unwrap_or(0);
     config.order = header.order;
-    if let Some(changes) = header.attributes.as_deref()
-        && let Err(rsp) = apply_attributes(&mut config.attributes, changes)
-    {
-        return *rsp;
+    if let Some(changes) = header.attributes.as_deref() {
+        apply_attributes(&mut config.attributes, changes)?;
     }
     ctx.topic_config.update(config);
-    success()
+    Ok(success())
 }
 
-fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
-    let header: DeleteTopicRequestHeader = match decode(request) {
-        Ok(h) => h,
-        Err(rsp) => return *rsp,
-    };
+fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+    let header: DeleteTopicRequestHeader = decode_header(request)?;
     let topic = header.topic.as_str();
     if let Err(e) = validate_topic_name(topic) {
-        return error_response(ResponseCode::InvalidParameter, e.to_string());
+        return Err(reject(ResponseCode::InvalidParameter, e.to_string()));
     }
     if ctx.topic_config.is_system_topic(topic) {
-        return error_response(
+        return Err(reject(
             ResponseCode::InvalidParameter,
             format!("The topic[{topic}] is a system topic and cannot be deleted."),
-        );
+        ));
     }
     ctx.topic_config.delete(topic);
     ctx.consumer_offsets.remove_topic(topic);
     if let Err(e) = ctx.store.delete_topics(&[topic]) {
         tracing::error!(topic, error = %e, "deleting the topic's consume queues failed");
-        return error_response(
+        return Err(reject(
             ResponseCode::SystemError,
             format!("deleting the consume queues of topic[{topic}] failed: {e}"),
-        );
+        ));
     }
-    success()
+    Ok(success())
 }
 
 /// GET_TOPIC_CONFIG (351): one topic's config, as RocketMQ 5.x's TopicConfigAndQueueMapping.
@@ -238,31 +213,25 @@ fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingComma
 /// The 5.x admin tools ask for it before consumer-progress queries (to detect static topics); a
 /// topic without a static queue mapping is the plain TopicConfig object (the `mappingDetail` field
 /// is null, which fastjson omits), so that is the whole body.
-fn topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
-    let header: GetTopicConfigRequestHeader = match decode(request) {
-        Ok(h) => h,
-        Err(rsp) => return *rsp,
-    };
-    match ctx.topic_config.select(&header.topic) {
+fn topic_config(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+    let header: GetTopicConfigRequestHeader = decode_header(request)?;
+    Ok(match ctx.topic_config.select(&header.topic) {
         Some(config) => json_body(&config),
         None => error_response(
             ResponseCode::TopicNotExist,
             format!("No topic in this broker. topic: {}", header.topic),
         ),
-    }
+    })
 }
 
-fn topic_stats(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
-    let header: GetTopicStatsInfoRequestHeader = match decode(request) {
-        Ok(h) => h,
-        Err(rsp) => return *rsp,
-    };
+fn topic_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+    let header: GetTopicStatsInfoRequestHeader = decode_header(request)?;
     let topic = header.topic.as_str();
     let Some(config) = ctx.topic_config.select(topic) else {
-        return error_response(
+        return Err(reject(
             ResponseCode::TopicNotExist,
             format!("topic[{topic}] not exist"),
-        );
+        ));
     };
     let mut table = TopicStatsTable::default();
     for queue_id in 0..config.write_queue_nums {
@@ -284,14 +253,11 @@ fn topic_stats(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingComman
             },
         );
     }
-    json_body(&table)
+    Ok(json_body(&table))
 }
 
-fn consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
-    let header: GetConsumeStatsRequestHeader = match decode(request) {
-        Ok(h) => h,
-        Err(rsp) => return *rsp,
-    };
+fn consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+    let header: GetConsumeStatsRequestHeader = decode_header(request)?;
     let group = header.consumer_group.as_str();
     let topics: Vec<String> = match (&header.topic, &header.topic_list) {
         (Some(t), _) if !t.is_empty() => vec![t.clone()],
@@ -306,10 +272,10 @@ fn consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingComm
     let mut stats = ConsumeStats::default();
     for topic in &topics {
         let Some(config) = ctx.topic_config.select(topic) else {
-            return error_response(
+            return Err(reject(
                 ResponseCode::TopicNotExist,
                 format!("topic[{topic}] not exist"),
-            );
+            ));
         };
         let has_offsets = !ctx.consumer_offsets.query_offsets(group, topic).is_empty();
         let subscribed = ctx.consumers.subscription(group, topic).is_some();
@@ -340,7 +306,7 @@ fn consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingComm
             );
         }
     }
-    json_body(&stats)
+    Ok(json_body(&stats))
 }
 
 fn update_group(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
@@ -375,16 +341,13 @@ fn update_group(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingComma
     success()
 }
 
-fn delete_group(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
-    let header: DeleteSubscriptionGroupRequestHeader = match decode(request) {
-        Ok(h) => h,
-        Err(rsp) => return *rsp,
-    };
+fn delete_group(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+    let header: DeleteSubscriptionGroupRequestHeader = decode_header(request)?;
     ctx.subscription_groups.delete(&header.group_name);
     if header.clean_offset.unwrap_or(false) {
         ctx.consumer_offsets.remove_group(&header.group_name);
     }
-    success()
+    Ok(success())
 }
 
 fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
@@ -457,17 +420,14 @@ fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
     json_body(&KvTable { table })
 }
 
-fn consumer_connections(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
-    let header: GetConsumerConnectionListRequestHeader = match decode(request) {
-        Ok(h) => h,
-        Err(rsp) => return *rsp,
-    };
+fn consumer_connections(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+    let header: GetConsumerConnectionListRequestHeader = decode_header(request)?;
     let group = header.consumer_group.as_str();
     let Some(info) = ctx.consumers.group_info(group) else {
-        return error_response(
+        return Err(reject(
             ResponseCode::ConsumerNotOnline,
             format!("the consumer group[{group}] not online"),
-        );
+        ));
     };
     let connection_set = info
         .channels()
@@ -485,36 +445,33 @@ fn consumer_connections(ctx: &BrokerContext, request: &RemotingCommand) -> Remot
         message_model: Some(info.message_model),
         consume_from_where: Some(info.consume_from_where),
     };
-    json_body(&body)
+    Ok(json_body(&body))
 }
 
 /// INVOKE_BROKER_TO_RESET_OFFSET: computes each queue's offset for the timestamp, stores it as the
 /// group's committed offset (so consumers that start later begin there too) and tells every
 /// online consumer of the group with RESET_CONSUMER_CLIENT_OFFSET.
-async fn reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
-    let header: ResetOffsetRequestHeader = match decode(request) {
-        Ok(h) => h,
-        Err(rsp) => return *rsp,
-    };
+async fn reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+    let header: ResetOffsetRequestHeader = decode_header(request)?;
     let topic = header.topic.as_str();
     let group = header.group.as_str();
     let Some(config) = ctx.topic_config.select(topic) else {
-        return error_response(
+        return Err(reject(
             ResponseCode::TopicNotExist,
             format!("topic[{topic}] not exist"),
-        );
+        ));
     };
     let queues: Vec<i32> = match header.queue_id_or_all() {
         q if q < 0 => (0..config.read_queue_nums).collect(),
         q if q < config.read_queue_nums => vec![q],
         q => {
-            return error_response(
+            return Err(reject(
                 ResponseCode::InvalidParameter,
                 format!(
                     "queueId {q} is illegal for topic[{topic}] with {} queues",
                     config.read_queue_nums
                 ),
-            );
+            ));
         }
     };
     let mut body = ResetOffsetBody::default();
@@ -543,7 +500,7 @@ async fn reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Remotin
     }
     let payload = match to_fastjson_bytes(&body) {
         Ok(b) => bytes::Bytes::from(b),
-        Err(e) => return error_response(ResponseCode::SystemError, e.to_string()),
+        Err(e) => return Err(reject(ResponseCode::SystemError, e.to_string())),
     };
     if let Some(info) = ctx.consumers.group_info(group) {
         let notify_header = ResetOffsetRequestHeader {
@@ -571,7 +528,7 @@ async fn reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Remotin
         force = header.is_force,
         "consumer offsets reset"
     );
-    success().with_body(payload)
+    Ok(success().with_body(payload))
 }
 
 fn broker_config(ctx: &BrokerContext) -> RemotingCommand {

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use crate::client::{ClientChannelInfo, notify_consumer_ids_changed};
 use crate::context::BrokerContext;
 use crate::filter::is_tag_type;
-use crate::processor::consume::error_response;
+use crate::processor::{Answer, answer, decode_header, error_response};
 use crate::topic_config::retry_topic;
 
 /// `TopicSysFlag` bit of a unit-sub topic (a retry topic of a unit-mode consumer).
@@ -65,7 +65,7 @@ impl ClientManageProcessor {
     fn handle(&self, channel: &Channel, request: &RemotingCommand) -> RemotingCommand {
         match RequestCode::from_code(request.code) {
             RequestCode::HeartBeat => self.heartbeat(channel, request),
-            RequestCode::UnregisterClient => self.unregister(channel, request),
+            RequestCode::UnregisterClient => answer(self.unregister(channel, request)),
             RequestCode::CheckClientConfig => self.check_client_config(request),
             other => error_response(
                 ResponseCode::RequestCodeNotSupported,
@@ -149,11 +149,8 @@ impl ClientManageProcessor {
         response
     }
 
-    fn unregister(&self, channel: &Channel, request: &RemotingCommand) -> RemotingCommand {
-        let header: UnregisterClientRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return crate::processor::consume::bad_request(&e),
-        };
+    fn unregister(&self, channel: &Channel, request: &RemotingCommand) -> Answer {
+        let header: UnregisterClientRequestHeader = decode_header(request)?;
         if let Some(group) = header.producer_group.as_deref().filter(|g| !g.is_empty()) {
             self.ctx.producers.unregister_producer(group, channel);
         }
@@ -163,7 +160,7 @@ impl ClientManageProcessor {
         {
             notify_consumer_ids_changed(group, change.remaining);
         }
-        RemotingCommand::response(ResponseCode::Success, None)
+        Ok(RemotingCommand::response(ResponseCode::Success, None))
     }
 
     fn check_client_config(&self, request: &RemotingCommand) -> RemotingCommand {

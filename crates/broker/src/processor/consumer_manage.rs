@@ -23,7 +23,7 @@ use comet_remoting::{Channel, RequestProcessor};
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
-use crate::processor::consume::{bad_request, client_host, error_response};
+use crate::processor::{Answer, answer, client_host, decode_header, error_response, reject};
 
 /// Handles codes 38, 14 and 15.
 #[derive(Debug)]
@@ -38,9 +38,9 @@ impl ConsumerManageProcessor {
 
     fn handle(&self, channel: &Channel, request: &RemotingCommand) -> RemotingCommand {
         match RequestCode::from_code(request.code) {
-            RequestCode::GetConsumerListByGroup => self.consumer_list(request),
-            RequestCode::QueryConsumerOffset => self.query_offset(request),
-            RequestCode::UpdateConsumerOffset => self.update_offset(channel, request),
+            RequestCode::GetConsumerListByGroup => answer(self.consumer_list(request)),
+            RequestCode::QueryConsumerOffset => answer(self.query_offset(request)),
+            RequestCode::UpdateConsumerOffset => answer(self.update_offset(channel, request)),
             other => error_response(
                 ResponseCode::RequestCodeNotSupported,
                 format!("request type {} not supported", other.code()),
@@ -48,36 +48,30 @@ impl ConsumerManageProcessor {
         }
     }
 
-    fn consumer_list(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: GetConsumerListByGroupRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return bad_request(&e),
-        };
+    fn consumer_list(&self, request: &RemotingCommand) -> Answer {
+        let header: GetConsumerListByGroupRequestHeader = decode_header(request)?;
         let group = header.consumer_group;
         let ids = self.ctx.consumers.consumer_ids(&group);
         if ids.is_empty() {
-            return error_response(
+            return Err(reject(
                 ResponseCode::SystemError,
                 format!("no consumer for this group, {group}"),
-            );
+            ));
         }
         let body = GetConsumerListByGroupResponseBody {
             consumer_id_list: ids,
         };
-        match to_fastjson_bytes(&body) {
+        Ok(match to_fastjson_bytes(&body) {
             Ok(bytes) => RemotingCommand::response(ResponseCode::Success, None).with_body(bytes),
             Err(e) => error_response(
                 ResponseCode::SystemError,
                 format!("encode consumer list: {e}"),
             ),
-        }
+        })
     }
 
-    fn query_offset(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: QueryConsumerOffsetRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return bad_request(&e),
-        };
+    fn query_offset(&self, request: &RemotingCommand) -> Answer {
+        let header: QueryConsumerOffsetRequestHeader = decode_header(request)?;
         let (group, topic, queue_id) = (
             header.consumer_group.as_str(),
             header.topic.as_str(),
@@ -96,7 +90,7 @@ impl ConsumerManageProcessor {
         } else {
             None
         };
-        match offset {
+        Ok(match offset {
             Some(offset) => {
                 let mut response = RemotingCommand::response(ResponseCode::Success, None);
                 response.encode_header(&QueryConsumerOffsetResponseHeader { offset });
@@ -106,7 +100,7 @@ impl ConsumerManageProcessor {
                 ResponseCode::QueryNotFound,
                 "Not found, do not set to zero, maybe this group boot first",
             ),
-        }
+        })
     }
 
     /// The queue still starts at offset 0 and its first message is still readable.
@@ -117,24 +111,21 @@ impl ConsumerManageProcessor {
             && store.get_message_store_timestamp(topic, queue_id, 0) >= 0
     }
 
-    fn update_offset(&self, channel: &Channel, request: &RemotingCommand) -> RemotingCommand {
-        let header: UpdateConsumerOffsetRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return bad_request(&e),
-        };
+    fn update_offset(&self, channel: &Channel, request: &RemotingCommand) -> Answer {
+        let header: UpdateConsumerOffsetRequestHeader = decode_header(request)?;
         let group = header.consumer_group.as_str();
         let topic = header.topic.as_str();
         if !self.ctx.subscription_groups.contains(group) {
-            return error_response(
+            return Err(reject(
                 ResponseCode::SubscriptionGroupNotExist,
                 format!("subscription group [{group}] does not exist"),
-            );
+            ));
         }
         if self.ctx.topic_config.select(topic).is_none() {
-            return error_response(
+            return Err(reject(
                 ResponseCode::TopicNotExist,
                 format!("topic[{topic}] not exist, apply first please!"),
-            );
+            ));
         }
         self.ctx.consumer_offsets.commit_offset(
             client_host(channel),
@@ -143,7 +134,7 @@ impl ConsumerManageProcessor {
             header.queue_id,
             header.commit_offset,
         );
-        RemotingCommand::response(ResponseCode::Success, None)
+        Ok(RemotingCommand::response(ResponseCode::Success, None))
     }
 }
 

@@ -20,13 +20,13 @@ use std::sync::Arc;
 
 use comet_protocol::RemotingCommand;
 use comet_protocol::code::ResponseCode;
-use comet_protocol::headers::{CommandHeaderExt, EndTransactionRequestHeader, transaction_flag};
+use comet_protocol::headers::{EndTransactionRequestHeader, transaction_flag};
 use comet_remoting::{Channel, RequestProcessor};
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
 use crate::processor::send::{put_message, status_response_code};
-use crate::processor::{error_response, header_error_response};
+use crate::processor::{decode_header, error_response};
 use crate::transaction::TransactionService;
 use crate::transaction::half;
 
@@ -52,11 +52,11 @@ impl RequestProcessor for EndTransactionProcessor {
         let service = Arc::clone(&self.service);
         let peer = channel.remote_addr();
         Box::pin(async move {
-            let header: EndTransactionRequestHeader = match request.decode_header() {
+            let header: EndTransactionRequestHeader = match decode_header(&request) {
                 Ok(h) => h,
-                Err(e) => {
-                    tracing::warn!(%peer, error = %e, "END_TRANSACTION with a bad header ignored");
-                    return Some(header_error_response(&e));
+                Err(rejection) => {
+                    tracing::warn!(%peer, remark = ?rejection.remark, "END_TRANSACTION with a bad header ignored");
+                    return Some(*rejection);
                 }
             };
             end_transaction(&ctx, &service, &header, peer, request.remark.as_deref()).await

@@ -17,7 +17,7 @@ use comet_remoting::{Channel, RequestProcessor};
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
-use crate::processor::consume::error_response;
+use crate::processor::error_response;
 
 /// Most queues one lock/unlock request may name.
 pub const MAX_QUEUES_PER_LOCK_REQUEST: usize = 10_000;

@@ -20,7 +20,7 @@ use comet_remoting::{Channel, RequestProcessor};
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
-use crate::processor::consume::{bad_request, error_response};
+use crate::processor::{Answer, answer, decode_header, error_response};
 
 /// Handles the offset lookup codes.
 #[derive(Debug)]
@@ -35,10 +35,10 @@ impl OffsetProcessor {
 
     fn handle(&self, request: &RemotingCommand) -> RemotingCommand {
         match RequestCode::from_code(request.code) {
-            RequestCode::GetMaxOffset => self.max_offset(request),
-            RequestCode::GetMinOffset => self.min_offset(request),
-            RequestCode::SearchOffsetByTimestamp => self.search_offset(request),
-            RequestCode::GetEarliestMsgStoretime => self.earliest_store_time(request),
+            RequestCode::GetMaxOffset => answer(self.max_offset(request)),
+            RequestCode::GetMinOffset => answer(self.min_offset(request)),
+            RequestCode::SearchOffsetByTimestamp => answer(self.search_offset(request)),
+            RequestCode::GetEarliestMsgStoretime => answer(self.earliest_store_time(request)),
             RequestCode::QueryBrokerOffset => self.broker_offset(),
             RequestCode::GetAllConsumerOffset => self.all_consumer_offsets(),
             other => error_response(
@@ -48,35 +48,26 @@ impl OffsetProcessor {
         }
     }
 
-    fn max_offset(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: GetMaxOffsetRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return bad_request(&e),
-        };
+    fn max_offset(&self, request: &RemotingCommand) -> Answer {
+        let header: GetMaxOffsetRequestHeader = decode_header(request)?;
         let offset = self
             .ctx
             .store
             .get_max_offset_in_queue(&header.topic, header.queue_id);
-        offset_response(&GetMaxOffsetResponseHeader { offset })
+        Ok(offset_response(&GetMaxOffsetResponseHeader { offset }))
     }
 
-    fn min_offset(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: GetMinOffsetRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return bad_request(&e),
-        };
+    fn min_offset(&self, request: &RemotingCommand) -> Answer {
+        let header: GetMinOffsetRequestHeader = decode_header(request)?;
         let offset = self
             .ctx
             .store
             .get_min_offset_in_queue(&header.topic, header.queue_id);
-        offset_response(&GetMinOffsetResponseHeader { offset })
+        Ok(offset_response(&GetMinOffsetResponseHeader { offset }))
     }
 
-    fn search_offset(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: SearchOffsetRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return bad_request(&e),
-        };
+    fn search_offset(&self, request: &RemotingCommand) -> Answer {
+        let header: SearchOffsetRequestHeader = decode_header(request)?;
         let offset = match header.boundary_type.unwrap_or_default() {
             BoundaryType::Lower => self.ctx.store.get_offset_in_queue_by_time(
                 &header.topic,
@@ -85,7 +76,7 @@ impl OffsetProcessor {
             ),
             BoundaryType::Upper => self.upper_offset_by_time(&header),
         };
-        offset_response(&SearchOffsetResponseHeader { offset })
+        Ok(offset_response(&SearchOffsetResponseHeader { offset }))
     }
 
     /// The last offset stored at or before the timestamp (several messages can share one
@@ -115,16 +106,15 @@ impl OffsetProcessor {
         }
     }
 
-    fn earliest_store_time(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: GetEarliestMsgStoretimeRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return bad_request(&e),
-        };
+    fn earliest_store_time(&self, request: &RemotingCommand) -> Answer {
+        let header: GetEarliestMsgStoretimeRequestHeader = decode_header(request)?;
         let timestamp = self
             .ctx
             .store
             .get_earliest_message_time(&header.topic, header.queue_id);
-        offset_response(&GetEarliestMsgStoretimeResponseHeader { timestamp })
+        Ok(offset_response(&GetEarliestMsgStoretimeResponseHeader {
+            timestamp,
+        }))
     }
 
     /// QUERY_BROKER_OFFSET: the end of the CommitLog (header `offset`).

@@ -16,9 +16,9 @@
 use std::sync::Arc;
 
 use comet_protocol::RemotingCommand;
-use comet_protocol::body::SubscriptionData;
 use comet_protocol::body::heartbeat::EXPRESSION_TYPE_TAG;
 use comet_protocol::body::{MessageModel, perm};
+use comet_protocol::body::{SubscriptionData, SubscriptionGroupConfig, TopicConfig};
 use comet_protocol::code::ResponseCode;
 use comet_protocol::headers::{
     CommandHeaderExt, PullMessageRequestHeader, PullMessageResponseHeader,
@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use crate::context::BrokerContext;
 use crate::filter::{TagFilter, is_tag_type};
 use crate::long_polling::HeldPull;
-use crate::processor::consume::{bad_request, client_host, error_response};
+use crate::processor::{Rejection, client_host, decode_header, error_response, reject};
 
 /// Broker id consumers are told to pull from: always the master. Comet runs no slaves, and a
 /// RocketMQ broker without `slaveReadEnable` answers the same.
@@ -108,65 +108,22 @@ pub fn process_pull(
     request: &RemotingCommand,
     allow_suspend: bool,
 ) -> Option<RemotingCommand> {
-    let header: PullMessageRequestHeader = match request.decode_header() {
-        Ok(h) => h,
-        Err(e) => return Some(bad_request(&e)),
-    };
+    pull(ctx, channel, request, allow_suspend).unwrap_or_else(|rejection| Some(*rejection))
+}
+
+fn pull(
+    ctx: &Arc<BrokerContext>,
+    channel: &Channel,
+    request: &RemotingCommand,
+    allow_suspend: bool,
+) -> Result<Option<RemotingCommand>, Rejection> {
+    let header: PullMessageRequestHeader = decode_header(request)?;
     let topic = header.topic.as_str();
     let group = header.consumer_group.as_str();
-
-    if !perm::is_readable(ctx.config.broker_permission) {
-        return Some(error_response(
-            ResponseCode::NoPermission,
-            format!(
-                "the broker[{}] pulling message is forbidden",
-                ctx.store_host.ip()
-            ),
-        ));
-    }
-    let Some(group_config) = ctx.subscription_groups.find_or_create(group) else {
-        return Some(error_response(
-            ResponseCode::SubscriptionGroupNotExist,
-            format!("subscription group [{group}] does not exist"),
-        ));
-    };
-    if !group_config.consume_enable {
-        return Some(error_response(
-            ResponseCode::NoPermission,
-            format!("subscription group no permission, {group}"),
-        ));
-    }
-    let Some(topic_config) = ctx.topic_config.select(topic) else {
-        return Some(error_response(
-            ResponseCode::TopicNotExist,
-            format!("topic[{topic}] not exist, apply first please!"),
-        ));
-    };
-    if !perm::is_readable(topic_config.perm) {
-        return Some(error_response(
-            ResponseCode::NoPermission,
-            format!("the topic[{topic}] pulling message is forbidden"),
-        ));
-    }
-    if header.queue_id < 0 || header.queue_id >= topic_config.read_queue_nums {
-        return Some(error_response(
-            ResponseCode::SystemError,
-            format!(
-                "queueId[{}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}] consumer:[{}]",
-                header.queue_id,
-                topic_config.read_queue_nums,
-                client_host(channel)
-            ),
-        ));
-    }
-
-    let subscription =
-        match resolve_subscription(ctx, &header, group_config.consume_broadcast_enable) {
-            Ok(s) => s,
-            Err(response) => return Some(*response),
-        };
+    let (group_config, _topic_config) = check_access(ctx, channel, &header)?;
+    let subscription = resolve_subscription(ctx, &header, group_config.consume_broadcast_enable)?;
     if !is_tag_type(Some(subscription.expression_type.as_str())) {
-        return Some(error_response(
+        return Err(reject(
             ResponseCode::SystemError,
             format!(
                 "The broker does not support consumer to filter message by {}",
@@ -204,37 +161,111 @@ pub fn process_pull(
         );
     }
 
-    if code == ResponseCode::PullNotFound && allow_suspend && header.has_suspend() {
-        let held = HeldPull {
-            request: request.clone(),
-            channel: channel.clone(),
-            pull_from_offset: header.queue_offset,
-            filter,
-            suspended_at: Instant::now(),
-            hold_time: ctx.pull_hold.hold_time(header.suspend_timeout_millis),
-        };
-        ctx.pull_hold.bind(ctx);
-        match ctx.pull_hold.hold(topic, header.queue_id, held) {
-            Ok(()) => {
-                // A message may have been dispatched between the read above and the hold: its
-                // wake-up found nothing to wake. Re-check so it is not left to the timer.
-                let max = ctx.store.get_max_offset_in_queue(topic, header.queue_id);
-                if max > header.queue_offset {
-                    ctx.pull_hold
-                        .notify_message_arriving(topic, header.queue_id, max, None);
-                }
-                return None;
+    if code == ResponseCode::PullNotFound
+        && allow_suspend
+        && header.has_suspend()
+        && hold(ctx, channel, request, &header, filter)
+    {
+        return Ok(None);
+    }
+    Ok(Some(response))
+}
+
+/// The checks before a pull reads anything: the broker and the topic are readable, the group
+/// exists (or is created) and may consume, the queue id is one of the topic's read queues.
+fn check_access(
+    ctx: &BrokerContext,
+    channel: &Channel,
+    header: &PullMessageRequestHeader,
+) -> Result<(SubscriptionGroupConfig, TopicConfig), Rejection> {
+    let topic = header.topic.as_str();
+    let group = header.consumer_group.as_str();
+    if !perm::is_readable(ctx.config.broker_permission) {
+        return Err(reject(
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] pulling message is forbidden",
+                ctx.store_host.ip()
+            ),
+        ));
+    }
+    let Some(group_config) = ctx.subscription_groups.find_or_create(group) else {
+        return Err(reject(
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group [{group}] does not exist"),
+        ));
+    };
+    if !group_config.consume_enable {
+        return Err(reject(
+            ResponseCode::NoPermission,
+            format!("subscription group no permission, {group}"),
+        ));
+    }
+    let Some(topic_config) = ctx.topic_config.select(topic) else {
+        return Err(reject(
+            ResponseCode::TopicNotExist,
+            format!("topic[{topic}] not exist, apply first please!"),
+        ));
+    };
+    if !perm::is_readable(topic_config.perm) {
+        return Err(reject(
+            ResponseCode::NoPermission,
+            format!("the topic[{topic}] pulling message is forbidden"),
+        ));
+    }
+    if header.queue_id < 0 || header.queue_id >= topic_config.read_queue_nums {
+        return Err(reject(
+            ResponseCode::SystemError,
+            format!(
+                "queueId[{}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}] consumer:[{}]",
+                header.queue_id,
+                topic_config.read_queue_nums,
+                client_host(channel)
+            ),
+        ));
+    }
+    Ok((group_config, topic_config))
+}
+
+/// Hands a pull that found nothing to the hold service; false when the hold table is full and
+/// the pull must be answered now.
+fn hold(
+    ctx: &Arc<BrokerContext>,
+    channel: &Channel,
+    request: &RemotingCommand,
+    header: &PullMessageRequestHeader,
+    filter: TagFilter,
+) -> bool {
+    let topic = header.topic.as_str();
+    let held = HeldPull {
+        request: request.clone(),
+        channel: channel.clone(),
+        pull_from_offset: header.queue_offset,
+        filter,
+        suspended_at: Instant::now(),
+        hold_time: ctx.pull_hold.hold_time(header.suspend_timeout_millis),
+    };
+    ctx.pull_hold.bind(ctx);
+    match ctx.pull_hold.hold(topic, header.queue_id, held) {
+        Ok(()) => {
+            // A message may have been dispatched between the read and the hold: its wake-up
+            // found nothing to wake. Re-check so it is not left to the timer.
+            let max = ctx.store.get_max_offset_in_queue(topic, header.queue_id);
+            if max > header.queue_offset {
+                ctx.pull_hold
+                    .notify_message_arriving(topic, header.queue_id, max, None);
             }
-            Err(_) => {
-                tracing::debug!(
-                    topic,
-                    queue_id = header.queue_id,
-                    "hold table full; answering now"
-                );
-            }
+            true
+        }
+        Err(_) => {
+            tracing::debug!(
+                topic,
+                queue_id = header.queue_id,
+                "hold table full; answering now"
+            );
+            false
         }
     }
-    Some(response)
 }
 
 /// The subscription the pull filters with.
@@ -242,7 +273,7 @@ fn resolve_subscription(
     ctx: &BrokerContext,
     header: &PullMessageRequestHeader,
     consume_broadcast_enable: bool,
-) -> Result<SubscriptionData, Box<RemotingCommand>> {
+) -> Result<SubscriptionData, Rejection> {
     let group = header.consumer_group.as_str();
     let topic = header.topic.as_str();
     if header.has_subscription() {

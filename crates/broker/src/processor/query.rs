@@ -24,7 +24,7 @@ use comet_store::QueryMessageResult;
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
-use crate::processor::consume::{bad_request, error_response};
+use crate::processor::{Answer, answer, decode_header, error_response};
 
 /// `maxNum` of a unique-key query (RocketMQ `defaultQueryMaxNum`).
 pub const DEFAULT_QUERY_MAX_NUM: usize = 32;
@@ -51,8 +51,8 @@ impl QueryMessageProcessor {
 
     fn handle(&self, request: &RemotingCommand) -> RemotingCommand {
         match RequestCode::from_code(request.code) {
-            RequestCode::QueryMessage => self.query_message(request),
-            RequestCode::ViewMessageById => self.view_message(request),
+            RequestCode::QueryMessage => answer(self.query_message(request)),
+            RequestCode::ViewMessageById => answer(self.view_message(request)),
             other => error_response(
                 ResponseCode::RequestCodeNotSupported,
                 format!("request type {} not supported", other.code()),
@@ -60,11 +60,8 @@ impl QueryMessageProcessor {
         }
     }
 
-    fn query_message(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: QueryMessageRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return bad_request(&e),
-        };
+    fn query_message(&self, request: &RemotingCommand) -> Answer {
+        let header: QueryMessageRequestHeader = decode_header(request)?;
         let unique = request
             .ext(UNIQUE_KEY_QUERY)
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
@@ -96,14 +93,11 @@ impl QueryMessageProcessor {
             ok
         };
         response.encode_header(&response_header);
-        response
+        Ok(response)
     }
 
-    fn view_message(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: ViewMessageRequestHeader = match request.decode_header() {
-            Ok(h) => h,
-            Err(e) => return bad_request(&e),
-        };
+    fn view_message(&self, request: &RemotingCommand) -> Answer {
+        let header: ViewMessageRequestHeader = decode_header(request)?;
         // Only a well-formed record is returned: an arbitrary offset inside a record or in a
         // segment's blank tail must not hand out raw bytes.
         let record = self
@@ -112,7 +106,7 @@ impl QueryMessageProcessor {
             .commit_log()
             .get_record(header.offset)
             .filter(|r| record::decode_record_view(r).is_ok());
-        match record {
+        Ok(match record {
             Some(record) => {
                 RemotingCommand::response(ResponseCode::Success, None).with_body(record)
             }
@@ -120,7 +114,7 @@ impl QueryMessageProcessor {
                 ResponseCode::SystemError,
                 format!("can not find message by the offset, {}", header.offset),
             ),
-        }
+        })
     }
 }
 

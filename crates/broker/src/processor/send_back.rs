@@ -8,7 +8,7 @@
 //! properties, sys flag, born time and hosts; it gains `RETRY_TOPIC` (the original topic, kept
 //! across rounds), `ORIGIN_MESSAGE_ID` (the first round's offset msgId) and `reconsumeTimes + 1`.
 //!
-//! The copy goes through broker-core's send path (`processor::send::put_message`), which turns a
+//! The copy goes through the broker's send path (`processor::send::put_message`), which turns a
 //! `DELAY` level into a SCHEDULE_TOPIC_XXXX record; the schedule service moves it to the retry
 //! topic when due, where the group's push consumers (subscribed to `%RETRY%<group>`) pick it up.
 
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::perm;
 use comet_protocol::code::ResponseCode;
-use comet_protocol::headers::{CommandHeaderExt, ConsumerSendMsgBackRequestHeader};
+use comet_protocol::headers::ConsumerSendMsgBackRequestHeader;
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
 use comet_remoting::{Channel, RequestProcessor};
@@ -26,7 +26,7 @@ use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
 use crate::processor::client_manage::TOPIC_SYS_FLAG_UNIT_SUB;
-use crate::processor::consume::{bad_request, error_response, random_below};
+use crate::processor::{Answer, answer, decode_header, error_response, random_below, reject};
 use crate::topic_config::{dlq_topic, retry_topic};
 
 /// Queues of a dead-letter topic.
@@ -55,7 +55,7 @@ impl RequestProcessor for SendBackProcessor {
         request: RemotingCommand,
     ) -> BoxFuture<'static, Option<RemotingCommand>> {
         let ctx = Arc::clone(&self.ctx);
-        Box::pin(async move { Some(send_back(&ctx, &request).await) })
+        Box::pin(async move { Some(answer(send_back(&ctx, &request).await)) })
     }
 }
 
@@ -93,30 +93,27 @@ pub fn decide_target(
 }
 
 /// Runs one send-back.
-pub async fn send_back(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> RemotingCommand {
-    let header: ConsumerSendMsgBackRequestHeader = match request.decode_header() {
-        Ok(h) => h,
-        Err(e) => return bad_request(&e),
-    };
+pub async fn send_back(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> Answer {
+    let header: ConsumerSendMsgBackRequestHeader = decode_header(request)?;
     let group = header.group.as_str();
     let Some(group_config) = ctx.subscription_groups.find_or_create(group) else {
-        return error_response(
+        return Err(reject(
             ResponseCode::SubscriptionGroupNotExist,
             format!("subscription group not exist, {group}"),
-        );
+        ));
     };
     if !perm::is_writeable(ctx.config.broker_permission) {
-        return error_response(
+        return Err(reject(
             ResponseCode::NoPermission,
             format!(
                 "the broker[{}] sending message is forbidden",
                 ctx.store_host.ip()
             ),
-        );
+        ));
     }
     if group_config.retry_queue_nums <= 0 {
         // RocketMQ's answer when a group has retries disabled: accepted and discarded.
-        return RemotingCommand::response(ResponseCode::Success, None);
+        return Ok(RemotingCommand::response(ResponseCode::Success, None));
     }
 
     let mut topic = retry_topic(group);
@@ -131,24 +128,24 @@ pub async fn send_back(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> R
         perm::PERM_READ_WRITE,
         topic_sys_flag,
     ) else {
-        return error_response(
+        return Err(reject(
             ResponseCode::SystemError,
             format!("topic[{topic}] not exist"),
-        );
+        ));
     };
     if !perm::is_writeable(retry_config.perm) {
-        return error_response(
+        return Err(reject(
             ResponseCode::NoPermission,
             format!("the topic[{topic}] sending message is forbidden"),
-        );
+        ));
     }
     let mut queue_id = random_below(retry_config.write_queue_nums.max(1));
 
     let Some(original) = ctx.store.lookup_message_by_offset(header.offset) else {
-        return error_response(
+        return Err(reject(
             ResponseCode::SystemError,
             format!("look message by offset failed, {}", header.offset),
-        );
+        ));
     };
 
     let mut max_reconsume_times = group_config.retry_max_times;
@@ -170,16 +167,16 @@ pub async fn send_back(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> R
             .create_topic_in_send_message_back(&topic, DLQ_NUMS_PER_GROUP, perm::PERM_READ_WRITE, 0)
             .is_none()
         {
-            return error_response(
+            return Err(reject(
                 ResponseCode::SystemError,
                 format!("topic[{topic}] not exist"),
-            );
+            ));
         }
     }
 
     let copy = retry_copy(&original, topic, queue_id, target.delay_level);
     let result = crate::processor::send::put_message(ctx, copy).await;
-    if result.status == PutMessageStatus::PutOk {
+    Ok(if result.status == PutMessageStatus::PutOk {
         tracing::debug!(
             group,
             dead_letter = target.dead_letter,
@@ -190,7 +187,7 @@ pub async fn send_back(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> R
         RemotingCommand::response(ResponseCode::Success, None)
     } else {
         error_response(ResponseCode::SystemError, put_status_name(result.status))
-    }
+    })
 }
 
 /// The copy of `original` to store in `topic`/`queue_id` with `delay_level`.
