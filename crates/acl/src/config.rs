@@ -13,12 +13,12 @@ use serde::Deserialize;
 use crate::error::AclError;
 use crate::permission::parse_perm;
 use crate::remote_address::AddressPattern;
+// A group's permission is stored under its retry topic's name.
+use comet_protocol::naming::retry_topic;
 
 /// Largest `plain_acl.yml` accepted: a bound on what a (possibly hostile) file makes the broker
 /// allocate; real files are a few kilobytes.
 pub const MAX_ACL_FILE_BYTES: u64 = 1024 * 1024;
-/// Prefix of the retry topic of a consumer group; group permissions are stored under it.
-pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 
 /// A YAML scalar read as text, as RocketMQ does: `secretKey: 12345678` is the string "12345678".
 #[derive(Debug, Deserialize)]
@@ -82,11 +82,6 @@ pub struct Account {
 pub struct AclTable {
     pub global_white_remote_addresses: Vec<AddressPattern>,
     pub accounts: HashMap<String, Account>,
-}
-
-/// The `%RETRY%` resource a group's permission is stored under.
-pub fn retry_topic(group: &str) -> String {
-    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
 }
 
 impl AclTable {

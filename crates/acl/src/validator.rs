@@ -31,16 +31,15 @@ use comet_remoting::{CancellationToken, RpcHook};
 use parking_lot::{Mutex, RwLock};
 use tokio::task::JoinHandle;
 
-use crate::config::{Account, AclTable, RETRY_GROUP_TOPIC_PREFIX, retry_topic};
+use crate::config::{Account, AclTable};
 use crate::error::{AccessDenied, AclError};
 use crate::permission::{PUB, SUB, check_permission, perm_name};
 use crate::signature::{ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, UNIQUE_KEY_QUERY, verify_request};
+use comet_protocol::naming::{RETRY_GROUP_TOPIC_PREFIX, TRACE_TOPIC, is_retry_topic, retry_topic};
 
 /// How often the watcher looks at the file (RocketMQ watches its ACL files every 500 ms with a
 /// content hash; a stat every couple of seconds is cheaper and quick enough for an operator).
 pub const DEFAULT_WATCH_INTERVAL: Duration = Duration::from_secs(2);
-/// A topic anyone signed may publish message traces to.
-pub const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
 /// Request codes that need `admin: true` (RocketMQ's admin resource map).
 pub const ADMIN_ONLY_CODES: [RequestCode; 5] = [
     RequestCode::UpdateAndCreateTopic,
@@ -247,10 +246,6 @@ fn check_permissions(account: &Account, request: &RemotingCommand) -> Result<(),
         }
     }
     Ok(())
-}
-
-fn is_retry_topic(topic: &str) -> bool {
-    topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
 }
 
 /// The (resource, needed perm) pairs `request` touches. A field the request lacks adds nothing:

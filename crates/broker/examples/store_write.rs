@@ -265,7 +265,7 @@ async fn write_messages(
     let mut written = 0usize;
     let mut i = 0usize;
     while i < args.count {
-        let now = comet_store::commit_log::now_millis();
+        let now = comet_protocol::time::now_millis();
         if i % BATCH_EVERY == BATCH_EVERY - 1 && i + BATCH_LEN <= args.count {
             // A batch goes to one queue: every member takes the first one's topic and queue.
             // Batches are never compressed, so members keep small raw bodies.

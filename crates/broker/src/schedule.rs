@@ -25,7 +25,8 @@ use comet_store::consume_queue::CqUnit;
 use tokio::task::JoinHandle;
 
 use crate::context::BrokerContext;
-use crate::topic_config::SCHEDULE_TOPIC;
+use comet_protocol::naming::SCHEDULE_TOPIC;
+use comet_protocol::time::now_millis;
 
 /// Pause before a level's first check after start-up (RocketMQ `FIRST_DELAY_TIME`).
 pub const FIRST_DELAY: Duration = Duration::from_millis(1000);
@@ -35,10 +36,6 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 pub const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(100);
 /// ConsumeQueue units read per round.
 pub const UNITS_PER_ROUND: usize = 32;
-
-fn now_millis() -> i64 {
-    comet_store::commit_log::now_millis()
-}
 
 /// Delay-level timers and their progress (see the module docs).
 #[derive(Debug)]

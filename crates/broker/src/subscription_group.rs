@@ -12,8 +12,7 @@ use std::path::Path;
 use crate::config_tables::{SUBSCRIPTION_GROUP_FILE, SubscriptionGroupTable, config_path};
 use comet_config_file::ConfigFileError;
 use comet_protocol::body::{DataVersion, SubscriptionGroupConfig};
-use comet_protocol::limits::MAX_GROUP_LEN;
-use thiserror::Error;
+use comet_protocol::naming::validate_group;
 
 /// Groups a Java broker creates for its own tools at start-up.
 pub const SYSTEM_GROUPS: &[&str] = &[
@@ -29,37 +28,6 @@ pub const SYSTEM_GROUPS: &[&str] = &[
     "CID_ONSAPI_PULL",
     "CID_RMQ_SYS_TRANS",
 ];
-
-/// Why a group name is refused.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum GroupNameError {
-    #[error("the group name is blank")]
-    Blank,
-    #[error("the group name {0:?} contains illegal characters; allowed are [%|a-zA-Z0-9_-]")]
-    IllegalCharacters(String),
-    #[error("the group name is {len} bytes long, longer than {max}")]
-    TooLong { len: usize, max: usize },
-}
-
-/// Checks a consumer/producer group name: same character set as topics, bounded length.
-pub fn validate_group_name(group: &str) -> Result<(), GroupNameError> {
-    if group.trim().is_empty() {
-        return Err(GroupNameError::Blank);
-    }
-    if !group
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
-    {
-        return Err(GroupNameError::IllegalCharacters(group.to_owned()));
-    }
-    if group.len() > MAX_GROUP_LEN {
-        return Err(GroupNameError::TooLong {
-            len: group.len(),
-            max: MAX_GROUP_LEN,
-        });
-    }
-    Ok(())
-}
 
 /// The broker's subscription-group table.
 #[derive(Debug)]
@@ -84,7 +52,7 @@ impl SubscriptionGroupManager {
     /// The group's config, created with the defaults if unknown and auto-creation is on
     /// (RocketMQ `findSubscriptionGroupConfig`). `None`: unknown and not creatable.
     pub fn find_or_create(&self, group: &str) -> Option<SubscriptionGroupConfig> {
-        if validate_group_name(group).is_err() {
+        if validate_group(group).is_err() {
             return self.table.find(group);
         }
         let (config, created) = self.table.find_or_create(group, self.auto_create)?;
@@ -172,13 +140,5 @@ mod tests {
         assert!(m.find_or_create("other").is_none());
         assert!(m.delete("cg").is_some());
         assert!(m.find("cg").is_none());
-    }
-
-    #[test]
-    fn group_name_rules() {
-        assert!(validate_group_name("please_rename_unique_group_name").is_ok());
-        assert_eq!(validate_group_name(""), Err(GroupNameError::Blank));
-        assert!(validate_group_name("a/b").is_err());
-        assert!(validate_group_name(&"g".repeat(MAX_GROUP_LEN + 1)).is_err());
     }
 }

@@ -1,14 +1,14 @@
 //! `TopicConfigManager`: the broker's topic table, its system topics, topic auto-creation and
 //! name validation.
 //!
-//! The table itself (in memory + `config/topics.json`) is the store's [`TopicConfigTable`]; this
+//! The table itself (in memory + `config/topics.json`) is a [`TopicConfigTable`]; this
 //! layer adds RocketMQ's rules on top of it:
 //!
 //! - **System topics** are created at start-up (TBW102 when auto-creation is on, SELF_TEST_TOPIC,
 //!   the cluster- and broker-name topics, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC_XXXX with one queue
 //!   per delay level, the transaction topics, ...), as a Java broker does, so that clients and
 //!   tools find the same routes.
-//! - **Auto-creation** on send (§8.4): a send naming an unknown topic and a `defaultTopic` whose
+//! - **Auto-creation** on send: a send naming an unknown topic and a `defaultTopic` whose
 //!   perm has INHERIT creates the topic with `min(client queue nums, default's write queues)`
 //!   queues and the default's perm minus INHERIT.
 //! - **Every change** is persisted at once (atomically, by the table) and signalled through
@@ -24,104 +24,21 @@ use comet_config_file::ConfigFileError;
 use comet_protocol::body::{
     DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType, perm,
 };
-use comet_protocol::limits::MAX_TOPIC_LEN;
+use comet_protocol::naming::{
+    AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, validate_topic,
+};
 use parking_lot::Mutex;
-use thiserror::Error;
 use tokio::sync::Notify;
 
 use crate::config::{BrokerConfig, MAX_QUEUE_NUMS};
 
-/// The auto-create template topic (`TBW102`).
-pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = comet_protocol::headers::AUTO_CREATE_TOPIC_KEY_TOPIC;
-/// Topic the Java broker keeps for self tests.
-pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
-/// Topic of the Java benchmark tool.
-pub const BENCHMARK_TOPIC: &str = "BenchmarkTest";
 /// Queues of the benchmark topic.
 pub const BENCHMARK_TOPIC_QUEUE_NUMS: i32 = 1024;
-/// Topic for offset-moved events.
-pub const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
-/// Topic delayed messages are parked in (one queue per delay level).
-pub const SCHEDULE_TOPIC: &str = comet_store::dispatch::SCHEDULE_TOPIC;
-/// Half messages of transactions.
-pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
-/// Op records of transactions.
-pub const TRANS_OP_HALF_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
 /// Suffix of the cluster's request/reply topic (`<cluster>_REPLY_TOPIC`).
 pub const REPLY_TOPIC_SUFFIX: &str = "_REPLY_TOPIC";
 /// Queues of the cluster-name topic.
 pub const CLUSTER_TOPIC_QUEUE_NUMS: i32 = 16;
-/// Prefix of retry topics (`%RETRY%<group>`).
-pub const RETRY_GROUP_TOPIC_PREFIX: &str = comet_store::commit_log::RETRY_GROUP_TOPIC_PREFIX;
-/// Prefix of dead-letter topics (`%DLQ%<group>`).
-pub const DLQ_GROUP_TOPIC_PREFIX: &str = comet_store::commit_log::DLQ_GROUP_TOPIC_PREFIX;
-/// Longest retry/DLQ topic name (the record format's 2-byte topic length allows 255 here).
-pub const MAX_SYSTEM_TOPIC_LEN: usize = comet_protocol::message::record::MAX_RECORD_TOPIC_LEN;
-
-/// `%RETRY%<group>`.
-pub fn retry_topic(group: &str) -> String {
-    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
-}
-
-/// `%DLQ%<group>`.
-pub fn dlq_topic(group: &str) -> String {
-    format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
-}
-
-/// Whether `topic` is a retry or dead-letter topic.
-pub fn is_retry_or_dlq(topic: &str) -> bool {
-    topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX)
-}
-
-/// Why a topic name is refused.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum TopicNameError {
-    #[error("the topic name is blank")]
-    Blank,
-    #[error("the topic name {0:?} contains illegal characters; allowed are [%|a-zA-Z0-9_-]")]
-    IllegalCharacters(String),
-    #[error("the topic name {name:?} is {len} bytes long, longer than {max}")]
-    TooLong {
-        name: String,
-        len: usize,
-        max: usize,
-    },
-}
-
-/// RocketMQ's `TopicValidator.validateTopic`: non-blank, `[%|a-zA-Z0-9_-]` only, at most 127
-/// bytes (255 for retry/DLQ topics, which the broker derives from group names).
-pub fn validate_topic_name(topic: &str) -> Result<(), TopicNameError> {
-    if topic.trim().is_empty() {
-        return Err(TopicNameError::Blank);
-    }
-    if !topic
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
-    {
-        return Err(TopicNameError::IllegalCharacters(topic.to_owned()));
-    }
-    let max = if is_retry_or_dlq(topic) {
-        MAX_SYSTEM_TOPIC_LEN
-    } else {
-        MAX_TOPIC_LEN
-    };
-    if topic.len() > max {
-        return Err(TopicNameError::TooLong {
-            name: topic.to_owned(),
-            len: topic.len(),
-            max,
-        });
-    }
-    Ok(())
-}
-
-/// Topics producers may not send to directly (the broker writes them itself).
-pub fn is_not_allowed_send_topic(topic: &str) -> bool {
-    matches!(
-        topic,
-        SCHEDULE_TOPIC | TRANS_HALF_TOPIC | TRANS_OP_HALF_TOPIC
-    ) || topic == "rmq_sys_wheel_timer"
-}
 
 /// The broker's topic table with RocketMQ's rules (see the module docs).
 pub struct TopicConfigManager {
@@ -378,7 +295,7 @@ impl TopicConfigManager {
         if let Some(existing) = self.table.get(topic) {
             return Some(existing);
         }
-        if let Err(e) = validate_topic_name(topic) {
+        if let Err(e) = validate_topic(topic) {
             tracing::warn!(topic, error = %e, "cannot create retry/DLQ topic");
             return None;
         }
@@ -435,28 +352,6 @@ mod tests {
             Ok(m) => m,
             Err(e) => panic!("open failed: {e}"),
         }
-    }
-
-    #[test]
-    fn topic_name_rules() {
-        assert!(validate_topic_name("TopicTest_1-a|b%c").is_ok());
-        assert_eq!(validate_topic_name("  "), Err(TopicNameError::Blank));
-        assert!(matches!(
-            validate_topic_name("a b"),
-            Err(TopicNameError::IllegalCharacters(_))
-        ));
-        assert!(matches!(
-            validate_topic_name("a.b"),
-            Err(TopicNameError::IllegalCharacters(_))
-        ));
-        let long = "x".repeat(128);
-        assert!(matches!(
-            validate_topic_name(&long),
-            Err(TopicNameError::TooLong { len: 128, .. })
-        ));
-        assert!(validate_topic_name(&retry_topic(&"g".repeat(200))).is_ok());
-        assert!(is_not_allowed_send_topic(SCHEDULE_TOPIC));
-        assert!(!is_not_allowed_send_topic("TopicTest"));
     }
 
     #[test]

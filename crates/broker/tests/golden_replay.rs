@@ -130,7 +130,7 @@ fn property_map(p: &Properties) -> BTreeMap<String, String> {
 }
 
 fn now_millis() -> i64 {
-    comet_store::commit_log::now_millis()
+    comet_protocol::time::now_millis()
 }
 
 /// A captured request made fresh: born now (the check service and `fileReservedTime` judge a

@@ -14,6 +14,8 @@ pub mod header;
 pub mod headers;
 pub mod limits;
 pub mod message;
+pub mod naming;
+pub mod time;
 
 pub use command::{ExtFields, LanguageCode, RemotingCommand, ResponseHold, SerializeType};
 pub use error::ProtocolError;

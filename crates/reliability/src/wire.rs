@@ -18,6 +18,8 @@ use comet_protocol::headers::{
 };
 use comet_protocol::message::record::decode_records;
 use comet_protocol::message::{MessageExt, Properties};
+use comet_protocol::naming::AUTO_CREATE_TOPIC_KEY_TOPIC;
+use comet_protocol::time::now_millis;
 use comet_remoting::RemotingClient;
 
 use crate::error::{Error, Result};
@@ -26,17 +28,8 @@ use crate::error::{Error, Result};
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 /// Messages asked for by one pull.
 pub const PULL_BATCH: i32 = 32;
-/// Template topic for auto-creation (RocketMQ `TBW102`).
-const AUTO_CREATE_TEMPLATE: &str = "TBW102";
 /// Producer group of the harness's raw sends.
 pub const PRODUCER_GROUP: &str = "reliability_producer";
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
 
 /// A SEND_MESSAGE_V2 request of `body` to `topic`/`queue_id`; the topic is auto-created with
 /// `queue_count` queues if it does not exist.
@@ -45,11 +38,11 @@ pub fn send_request(topic: &str, queue_id: i32, queue_count: i32, body: Bytes) -
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: PRODUCER_GROUP.to_owned(),
         topic: topic.to_owned(),
-        default_topic: AUTO_CREATE_TEMPLATE.to_owned(),
+        default_topic: AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
         default_topic_queue_nums: queue_count,
         queue_id,
         sys_flag: 0,
-        born_timestamp: now_ms(),
+        born_timestamp: now_millis(),
         flag: 0,
         properties: Some(props.encode()),
         reconsume_times: Some(0),
@@ -148,7 +141,7 @@ pub async fn pull(
         commit_offset: 0,
         suspend_timeout_millis: 0,
         subscription: Some("*".to_owned()),
-        sub_version: now_ms(),
+        sub_version: now_millis(),
         expression_type: Some("TAG".to_owned()),
         ..Default::default()
     };

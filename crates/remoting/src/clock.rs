@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A source of milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
@@ -18,10 +17,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_millis(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0)
+        comet_protocol::time::now_millis()
     }
 }
 

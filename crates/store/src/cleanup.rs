@@ -254,11 +254,7 @@ pub fn expired_prefix_len(
 /// The current hour (0..=23) in the process's local time zone, via `localtime_r(3)`; falls back
 /// to UTC if the C library cannot convert the time.
 pub fn local_hour_now() -> u32 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    local_hour_of(i64::try_from(now).unwrap_or(i64::MAX))
+    local_hour_of(comet_protocol::time::now_millis().div_euclid(1000))
 }
 
 /// The local hour (0..=23) of a Unix time in seconds; UTC if `localtime_r` fails.

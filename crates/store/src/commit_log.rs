@@ -27,6 +27,8 @@ use comet_protocol::message::record::{
     self, MAX_RECORD_PROPERTIES_LEN, MAX_RECORD_TOPIC_LEN, MAX_V1_TOPIC_LEN,
 };
 use comet_protocol::message::{BLANK_ENTRY_LEN, MessageExt, Properties, id, sysflag};
+use comet_protocol::naming;
+use comet_protocol::time::now_millis;
 use parking_lot::Mutex;
 
 use crate::config::MessageStoreConfig;
@@ -35,10 +37,6 @@ use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::page_release::PageReleaseTrigger;
 
-/// Prefix of retry topics, which may exceed 127 bytes (MAGIC V2).
-pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
-/// Prefix of dead-letter topics, which may exceed 127 bytes (MAGIC V2).
-pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 /// Most messages accepted in one batch.
 pub const MAX_BATCH_MESSAGES: usize = comet_protocol::limits::MAX_BATCH_MESSAGES;
 
@@ -204,13 +202,6 @@ impl std::fmt::Debug for CommitLog {
             .field("queue", &self.queue)
             .finish()
     }
-}
-
-/// Current wall-clock time in milliseconds since the Unix epoch.
-pub fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl CommitLog {
@@ -390,9 +381,8 @@ impl CommitLog {
             return Err(PutMessageStatus::MessageIllegal);
         }
         if len > MAX_V1_TOPIC_LEN {
-            let system = topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
-                || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX);
-            if !system || !self.auto_message_version_on_topic_len {
+            // Only retry/DLQ topics, named after groups, may use the long topic length.
+            if !naming::is_retry_or_dlq(topic) || !self.auto_message_version_on_topic_len {
                 return Err(PutMessageStatus::MessageIllegal);
             }
         }

@@ -39,8 +39,8 @@ use crate::error::StoreError;
 use crate::flush::{DispatchProgress, ServiceState, Waker};
 use crate::index_service::IndexService;
 
-/// Topic of delayed messages; its ConsumeQueue tags code is the delivery time (§6.7).
-pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+/// Topic of delayed messages; its ConsumeQueue tags code is the delivery time.
+pub use comet_protocol::naming::SCHEDULE_TOPIC;
 /// Safety-net period of the reput thread's wait; wake-ups normally come from appends/flushes.
 pub const REPUT_IDLE_WAIT: Duration = Duration::from_millis(1000);
 /// Delivery delay used when a DELAY level has no table entry (RocketMQ's fallback).

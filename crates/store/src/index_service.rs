@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use comet_protocol::time::{now_millis, utc_civil_time};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::StoreError;
@@ -91,30 +92,6 @@ fn local_civil_time(unix_secs: i64) -> (i64, i64, i64, i64, i64, i64) {
         }
     }
     utc_civil_time(unix_secs)
-}
-
-/// UTC civil time of `unix_secs` (Howard Hinnant's days-from-civil inverse).
-fn utc_civil_time(unix_secs: i64) -> (i64, i64, i64, i64, i64, i64) {
-    const SECS_PER_DAY: i64 = 86_400;
-    let days = unix_secs.div_euclid(SECS_PER_DAY);
-    let rem = unix_secs.rem_euclid(SECS_PER_DAY);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 /// Sort key of an IndexFile name: shorter (foreign) names first, then lexicographic.

@@ -29,8 +29,7 @@ use futures::future::BoxFuture;
 use crate::config::MAX_QUEUE_NUMS;
 use crate::context::BrokerContext;
 use crate::processor::{Answer, Rejection, answer, decode_header, error_response, reject};
-use crate::subscription_group::validate_group_name;
-use crate::topic_config::validate_topic_name;
+use comet_protocol::naming::{validate_group, validate_topic};
 
 /// The request codes [`AdminProcessor`] answers.
 /// `timestamp` value of a reset request meaning "to the end of the queue".
@@ -46,7 +45,7 @@ impl AdminProcessor {
     pub fn new(ctx: Arc<BrokerContext>) -> Self {
         AdminProcessor {
             ctx,
-            boot_timestamp: comet_store::commit_log::now_millis(),
+            boot_timestamp: comet_protocol::time::now_millis(),
         }
     }
 }
@@ -139,7 +138,7 @@ fn apply_attributes(
 fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
     let header: CreateTopicRequestHeader = decode_header(request)?;
     let topic = header.topic.as_str();
-    if let Err(e) = validate_topic_name(topic) {
+    if let Err(e) = validate_topic(topic) {
         return Err(reject(ResponseCode::InvalidParameter, e.to_string()));
     }
     if ctx.topic_config.is_system_topic(topic) {
@@ -187,7 +186,7 @@ fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> An
 fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
     let header: DeleteTopicRequestHeader = decode_header(request)?;
     let topic = header.topic.as_str();
-    if let Err(e) = validate_topic_name(topic) {
+    if let Err(e) = validate_topic(topic) {
         return Err(reject(ResponseCode::InvalidParameter, e.to_string()));
     }
     if ctx.topic_config.is_system_topic(topic) {
@@ -325,7 +324,7 @@ fn update_group(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingComma
             );
         }
     };
-    if let Err(e) = validate_group_name(&config.group_name) {
+    if let Err(e) = validate_group(&config.group_name) {
         return error_response(ResponseCode::InvalidParameter, format!("groupName: {e}"));
     }
     if config.retry_queue_nums < 0 || config.retry_queue_nums > MAX_QUEUE_NUMS {
@@ -352,7 +351,7 @@ fn delete_group(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
 
 fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
     let s = ctx.store.stats();
-    let now = comet_store::commit_log::now_millis();
+    let now = comet_protocol::time::now_millis();
     let mut table: HashMap<String, String> = HashMap::new();
     let mut put = |k: &str, v: String| {
         table.insert(k.to_owned(), v);
@@ -411,7 +410,7 @@ fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
         let delivered = ctx.schedule.offset(level);
         let max = ctx
             .store
-            .get_max_offset_in_queue(crate::topic_config::SCHEDULE_TOPIC, level - 1);
+            .get_max_offset_in_queue(comet_protocol::naming::SCHEDULE_TOPIC, level - 1);
         put(
             &format!("scheduleMessageOffset_{level}"),
             format!("{delivered},{max}"),

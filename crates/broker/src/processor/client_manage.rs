@@ -27,7 +27,7 @@ use crate::client::{ClientChannelInfo, notify_consumer_ids_changed};
 use crate::context::BrokerContext;
 use crate::filter::is_tag_type;
 use crate::processor::{Answer, answer, decode_header, error_response};
-use crate::topic_config::retry_topic;
+use comet_protocol::naming::retry_topic;
 
 /// `TopicSysFlag` bit of a unit-sub topic (a retry topic of a unit-mode consumer).
 pub const TOPIC_SYS_FLAG_UNIT_SUB: i32 = 0x2;

@@ -174,6 +174,6 @@ fn past_check_immunity(
 ) -> bool {
     let timeout = i64::try_from(ctx.config.transaction_time_out).unwrap_or(i64::MAX);
     half::check_immunity_millis(half_message, timeout).is_some_and(|immunity| {
-        comet_store::commit_log::now_millis().saturating_sub(half_message.born_timestamp) > immunity
+        comet_protocol::time::now_millis().saturating_sub(half_message.born_timestamp) > immunity
     })
 }

@@ -47,11 +47,11 @@ use futures::future::BoxFuture;
 use crate::context::BrokerContext;
 use crate::long_polling::PullRequestHoldService;
 use crate::processor::{Rejection, error_response, reject};
-use crate::topic_config::{
-    DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, dlq_topic,
-    is_not_allowed_send_topic, validate_topic_name,
-};
 use crate::transaction;
+use comet_protocol::naming::{
+    DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, dlq_topic,
+    is_not_allowed_send_topic, validate_topic,
+};
 
 /// Request version from which the header's `maxReconsumeTimes` overrides the group's
 /// `retryMaxTimes` (`MQVersion.V3_4_9`).
@@ -196,7 +196,7 @@ fn random_queue(n: i32) -> i32 {
         return 0;
     }
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_i64(comet_store::commit_log::now_millis());
+    h.write_i64(comet_protocol::time::now_millis());
     i32::try_from(h.finish() % u64::from(n.unsigned_abs())).unwrap_or(0)
 }
 
@@ -250,7 +250,7 @@ fn check_topic_and_queue(
             ),
         ));
     }
-    if let Err(e) = validate_topic_name(topic) {
+    if let Err(e) = validate_topic(topic) {
         return Err(reject(ResponseCode::InvalidParameter, e.to_string()));
     }
     if is_not_allowed_send_topic(topic) {

@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 use crate::context::BrokerContext;
 use crate::processor::client_manage::TOPIC_SYS_FLAG_UNIT_SUB;
 use crate::processor::{Answer, answer, decode_header, error_response, random_below, reject};
-use crate::topic_config::{dlq_topic, retry_topic};
+use comet_protocol::naming::{dlq_topic, retry_topic};
 
 /// Queues of a dead-letter topic.
 pub const DLQ_NUMS_PER_GROUP: i32 = 1;

@@ -41,7 +41,7 @@ use super::half::{self, HALF_QUEUE_ID};
 use super::op;
 use super::{TRANS_CHECK_GROUP, TransactionService};
 use crate::context::BrokerContext;
-use crate::topic_config::{TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
+use comet_protocol::naming::{TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
 
 /// Most half messages one round looks at.
 pub const HALF_MESSAGES_PER_ROUND: usize = 2048;
@@ -266,7 +266,7 @@ pub async fn check_once(
     settings: CheckSettings,
 ) -> CheckReport {
     let round_start = Instant::now();
-    let start_ms = comet_store::commit_log::now_millis();
+    let start_ms = comet_protocol::time::now_millis();
     let half_start = progress(ctx, TRANS_HALF_TOPIC);
     let op_start = progress(ctx, TRANS_OP_HALF_TOPIC);
     let mut ops = OpWindow::new(op_start);

@@ -12,7 +12,7 @@ use comet_protocol::message::properties::keys;
 use comet_protocol::message::{MessageExt, Properties, sysflag};
 use thiserror::Error;
 
-use crate::topic_config::TRANS_HALF_TOPIC;
+use comet_protocol::naming::TRANS_HALF_TOPIC;
 
 /// Queue of [`TRANS_HALF_TOPIC`] every half message goes to (RocketMQ uses queue 0 only).
 pub const HALF_QUEUE_ID: i32 = 0;

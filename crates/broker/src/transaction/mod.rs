@@ -115,7 +115,7 @@ impl TransactionService {
             half.queue_id,
             ctx.store_host,
             self.uniq_ids.next_id(),
-            comet_store::commit_log::now_millis(),
+            comet_protocol::time::now_millis(),
         );
         let result = ctx.store.put_message(msg).await;
         if !result.status.is_written() {

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
 
-use crate::topic_config::TRANS_OP_HALF_TOPIC;
+use comet_protocol::naming::TRANS_OP_HALF_TOPIC;
 
 /// Tag of an op record that finishes half messages (`TransactionalMessageUtil.REMOVETAG`).
 pub const REMOVE_TAG: &str = "d";

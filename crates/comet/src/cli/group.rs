@@ -137,7 +137,7 @@ async fn execute(admin: &MQAdmin, command: GroupCommand, json: bool) -> Result<(
             force,
         } => {
             let ts = if timestamp.trim().eq_ignore_ascii_case("now") {
-                super::now_millis()
+                comet_protocol::time::now_millis()
             } else {
                 parse_time(&timestamp)?
             };

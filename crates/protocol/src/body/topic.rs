@@ -7,9 +7,10 @@
 //! does. Field names are fastjson's (camelCase of the Java bean properties).
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+
+use crate::time::now_millis;
 
 /// Topic and broker permission bits (`PermName`, fact sheet §8.2).
 pub mod perm {
@@ -177,13 +178,6 @@ impl DataVersion {
         self.counter = self.counter.wrapping_add(1);
         self.state_version = state_version;
     }
-}
-
-fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 /// The topic table a broker registers with (and persists as topics.json).

@@ -15,7 +15,7 @@ use crate::headers::{
 };
 
 /// The template topic producers name as `defaultTopic` for auto-creation.
-pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+pub use crate::naming::AUTO_CREATE_TOPIC_KEY_TOPIC;
 /// `defaultTopicQueueNums` the Java and Go producers send.
 pub const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
 /// The `MSG_REGION` a broker announces when none is configured.

@@ -11,9 +11,9 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::ProtocolError;
+use crate::time::{MILLIS_PER_DAY, civil_from_days, days_from_civil, now_millis};
 
 /// Hex length of an offset message id with an IPv4 store host (4 + 4 + 8 bytes).
 pub const OFFSET_MSG_ID_V4_LEN: usize = 32;
@@ -26,8 +26,6 @@ pub const UNIQ_ID_V6_LEN: usize = 56;
 /// Java resets a slightly negative time span (the clock stepped back, e.g. by NTP) to zero when
 /// it is within this many milliseconds; larger negative spans are kept as they are.
 const CLOCK_STEP_BACK_TOLERANCE_MS: i64 = 1_000_000;
-/// Milliseconds per day.
-const MS_PER_DAY: i64 = 86_400_000;
 /// Uppercase hex digits.
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
@@ -134,7 +132,7 @@ impl UniqIdGenerator {
     /// crate does no I/O, so it cannot look at network interfaces; a client that knows its address
     /// should use [`UniqIdGenerator::with_ip`].
     pub fn new() -> Self {
-        let millis = now_ms().to_be_bytes();
+        let millis = now_millis().to_be_bytes();
         let fake = Ipv4Addr::new(millis[4], millis[5], millis[6], millis[7]);
         Self::with_ip(IpAddr::V4(fake))
     }
@@ -155,7 +153,7 @@ impl UniqIdGenerator {
         push_ip_hex(&mut prefix, ip);
         push_hex(&mut prefix, &pid.to_be_bytes());
         push_hex(&mut prefix, &client_hash.to_be_bytes());
-        let (start, next) = month_bounds(now_ms());
+        let (start, next) = month_bounds(now_millis());
         UniqIdGenerator {
             prefix,
             counter: AtomicU32::new(0),
@@ -166,7 +164,7 @@ impl UniqIdGenerator {
 
     /// The next unique id, made at the current time.
     pub fn next_id(&self) -> String {
-        self.next_id_at(now_ms())
+        self.next_id_at(now_millis())
     }
 
     /// The next unique id, as if made at `now_ms` (epoch milliseconds).
@@ -194,17 +192,9 @@ impl UniqIdGenerator {
     }
 }
 
-/// Epoch milliseconds now (0 if the clock is before 1970).
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 /// Start of the UTC calendar month containing `ms`, and start of the next one (epoch ms).
 fn month_bounds(ms: i64) -> (i64, i64) {
-    let days = ms.div_euclid(MS_PER_DAY);
+    let days = ms.div_euclid(MILLIS_PER_DAY);
     let (year, month, _) = civil_from_days(days);
     let (next_year, next_month) = if month == 12 {
         (year + 1, 1)
@@ -212,34 +202,9 @@ fn month_bounds(ms: i64) -> (i64, i64) {
         (year, month + 1)
     };
     (
-        days_from_civil(year, month, 1) * MS_PER_DAY,
-        days_from_civil(next_year, next_month, 1) * MS_PER_DAY,
+        days_from_civil(year, month, 1) * MILLIS_PER_DAY,
+        days_from_civil(next_year, next_month, 1) * MILLIS_PER_DAY,
     )
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Proleptic Gregorian (year, month 1–12, day 1–31) of a day count since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 fn push_ip_hex(out: &mut String, ip: IpAddr) {
