@@ -75,55 +75,14 @@ impl BrokerController {
         let report = store.recovery_report();
         tracing::info!(root = %root.display(), ?report, "message store opened");
 
-        let opened = (|| -> Result<_, ConfigFileError> {
-            Ok((
-                Arc::new(TopicConfigManager::open(&root, Arc::clone(&config))?),
-                Arc::new(SubscriptionGroupManager::open(
-                    &root,
-                    config.auto_create_subscription_group,
-                )?),
-                Arc::new(ConsumerOffsetManager::open(&root)?),
-                Arc::new(ScheduleMessageService::open(
-                    &root,
-                    config.delay_levels_millis(),
-                )?),
-            ))
-        })();
-        let (topic_config, subscription_groups, consumer_offsets, schedule) = match opened {
-            Ok(v) => v,
+        // From here on, a failed step closes the store again before the error is returned.
+        let (tables, acl, server) = match open_tables_and_bind(&config).await {
+            Ok(opened) => opened,
             Err(e) => {
                 shutdown_store(&store).await;
-                return Err(e.into());
+                return Err(e);
             }
         };
-
-        let acl = if config.acl_enable {
-            let path = config.acl_file_path();
-            match tokio::task::spawn_blocking(move || PlainAccessValidator::open(path)).await {
-                Ok(Ok(validator)) => Some(Arc::new(validator)),
-                Ok(Err(e)) => {
-                    shutdown_store(&store).await;
-                    return Err(BrokerError::Acl(e));
-                }
-                Err(e) => {
-                    shutdown_store(&store).await;
-                    return Err(BrokerError::Join(e.to_string()));
-                }
-            }
-        } else {
-            None
-        };
-        let server = match RemotingServer::bind(config.server_config()).await {
-            Ok(s) => s,
-            Err(e) => {
-                shutdown_store(&store).await;
-                return Err(e.into());
-            }
-        };
-        if let Some(acl) = &acl {
-            // Installed before any processor can run: no request is ever served unchecked.
-            server.add_rpc_hook(Arc::clone(acl) as Arc<dyn comet_remoting::RpcHook>);
-        }
         let local_addr = server.local_addr();
         let broker_ip = config.resolve_broker_ip();
         let store_host = SocketAddr::new(broker_ip, local_addr.port());
@@ -135,54 +94,10 @@ impl BrokerController {
             tracing::info!(store_host = %store_host, "broker address (brokerIP1:listenPort)");
         }
 
-        let channel_expired = Duration::from_millis(config.channel_expired_timeout);
-        let pull_hold = Arc::new(PullRequestHoldService::new(
-            config.long_polling_enable,
-            config.short_polling_time_mills,
-        ));
-        let outer_api = Arc::new(BrokerOuterApi::new(
-            config.namesrv_addr.clone(),
-            Duration::from_millis(config.register_broker_timeout_mills),
-        ));
-        let ctx = Arc::new(BrokerContext {
-            config: Arc::clone(&config),
-            store: Arc::clone(&store),
-            topic_config,
-            subscription_groups,
-            consumer_offsets,
-            consumers: Arc::new(ConsumerManager::new(channel_expired)),
-            producers: Arc::new(ProducerManager::new(channel_expired)),
-            rebalance_locks: Arc::new(RebalanceLockManager::new(config.rebalance_lock_max_live())),
-            pull_hold: Arc::clone(&pull_hold),
-            schedule: Arc::clone(&schedule),
-            outer_api,
-            store_host,
-            shutdown: CancellationToken::new(),
-        });
-
-        store.set_arriving_listener(Some(Arc::new(NotifyMessageArrivingListener::new(
-            Arc::clone(&pull_hold),
-        ))));
-        // Installed before any send can run: a deferred append is always committed before its
-        // answer is written.
-        server.set_response_fence(Arc::new(CommitBeforeReply::new(
-            Arc::clone(&store),
-            Arc::clone(&pull_hold),
-        )));
+        let ctx = build_context(&config, &store, tables, store_host);
         let transactions = Arc::new(TransactionService::new(store_host.ip()));
-        processor::routes::register(&server, &ctx, &transactions);
-        // The client tables (consumers, producers, held pulls) forget a connection when it closes.
-        server.set_channel_event_listener(Arc::new(ClientHousekeeping::new(Arc::downgrade(&ctx))));
-
-        let mut tasks = Vec::new();
-        pull_hold.start(Arc::downgrade(&ctx));
-        tasks.extend(schedule.start(&ctx));
-        tasks.push(ClientHousekeeping::start(&ctx));
-        tasks.push(spawn_persist_task(&ctx));
-        tasks.push(transaction::check::start(transactions, &ctx));
-        if let Some(acl) = &acl {
-            tasks.push(acl.spawn_watcher(DEFAULT_WATCH_INTERVAL, ctx.shutdown.clone()));
-        }
+        install_on_server(&server, &ctx, &transactions);
+        let tasks = start_services(&ctx, transactions, acl.as_ref());
 
         let server = server.start();
         let identity = BrokerIdentity {
@@ -192,7 +107,7 @@ impl BrokerController {
             ha_server_addr: SocketAddr::new(broker_ip, config.ha_listen_port).to_string(),
             broker_id: config.broker_id,
         };
-        let handle = BrokerHandle {
+        let mut handle = BrokerHandle {
             ctx,
             server: Some(server),
             tasks,
@@ -201,12 +116,137 @@ impl BrokerController {
         };
         handle.register_now().await;
         let registration = spawn_registration_task(&handle.ctx, handle.identity.clone());
-        let mut handle = handle;
         handle.tasks.push(registration);
         tracing::info!(addr = %local_addr, broker = %config.broker_name, cluster = %config.broker_cluster_name,
             "broker started");
         Ok(handle)
     }
+}
+
+/// The broker's metadata tables, loaded from `<storePathRootDir>/config`.
+struct MetadataTables {
+    topic_config: Arc<TopicConfigManager>,
+    subscription_groups: Arc<SubscriptionGroupManager>,
+    consumer_offsets: Arc<ConsumerOffsetManager>,
+    schedule: Arc<ScheduleMessageService>,
+}
+
+impl MetadataTables {
+    fn open(config: &Arc<BrokerConfig>) -> Result<Self, ConfigFileError> {
+        let root = &config.store_path_root_dir;
+        Ok(MetadataTables {
+            topic_config: Arc::new(TopicConfigManager::open(root, Arc::clone(config))?),
+            subscription_groups: Arc::new(SubscriptionGroupManager::open(
+                root,
+                config.auto_create_subscription_group,
+            )?),
+            consumer_offsets: Arc::new(ConsumerOffsetManager::open(root)?),
+            schedule: Arc::new(ScheduleMessageService::open(
+                root,
+                config.delay_levels_millis(),
+            )?),
+        })
+    }
+}
+
+/// Loads the metadata tables and the ACL, and binds the listener with the ACL hook installed
+/// before any processor can run, so no request is ever served unchecked.
+async fn open_tables_and_bind(
+    config: &Arc<BrokerConfig>,
+) -> Result<
+    (
+        MetadataTables,
+        Option<Arc<PlainAccessValidator>>,
+        RemotingServer,
+    ),
+    BrokerError,
+> {
+    let tables = MetadataTables::open(config)?;
+    let acl = if config.acl_enable {
+        let path = config.acl_file_path();
+        let validator = tokio::task::spawn_blocking(move || PlainAccessValidator::open(path))
+            .await
+            .map_err(|e| BrokerError::Join(e.to_string()))??;
+        Some(Arc::new(validator))
+    } else {
+        None
+    };
+    let server = RemotingServer::bind(config.server_config()).await?;
+    if let Some(acl) = &acl {
+        server.add_rpc_hook(Arc::clone(acl) as Arc<dyn comet_remoting::RpcHook>);
+    }
+    Ok((tables, acl, server))
+}
+
+/// The state every processor and service shares.
+fn build_context(
+    config: &Arc<BrokerConfig>,
+    store: &Arc<MessageStore>,
+    tables: MetadataTables,
+    store_host: SocketAddr,
+) -> Arc<BrokerContext> {
+    let channel_expired = Duration::from_millis(config.channel_expired_timeout_ms);
+    Arc::new(BrokerContext {
+        config: Arc::clone(config),
+        store: Arc::clone(store),
+        topic_config: tables.topic_config,
+        subscription_groups: tables.subscription_groups,
+        consumer_offsets: tables.consumer_offsets,
+        consumers: Arc::new(ConsumerManager::new(channel_expired)),
+        producers: Arc::new(ProducerManager::new(channel_expired)),
+        rebalance_locks: Arc::new(RebalanceLockManager::new(config.rebalance_lock_max_live())),
+        pull_hold: Arc::new(PullRequestHoldService::new(
+            config.long_polling_enable,
+            config.short_polling_time_ms,
+        )),
+        schedule: tables.schedule,
+        outer_api: Arc::new(BrokerOuterApi::new(
+            config.namesrv_addr.clone(),
+            Duration::from_millis(config.register_broker_timeout_ms),
+        )),
+        store_host,
+        shutdown: CancellationToken::new(),
+    })
+}
+
+/// Wires the store's arrivals to long polling and the server to the broker: the response
+/// fence, every request route and the connection-close listener. Runs before the server
+/// starts, so no send is answered before its append is committed.
+fn install_on_server(
+    server: &RemotingServer,
+    ctx: &Arc<BrokerContext>,
+    transactions: &Arc<TransactionService>,
+) {
+    ctx.store
+        .set_arriving_listener(Some(Arc::new(NotifyMessageArrivingListener::new(
+            Arc::clone(&ctx.pull_hold),
+        ))));
+    server.set_response_fence(Arc::new(CommitBeforeReply::new(
+        Arc::clone(&ctx.store),
+        Arc::clone(&ctx.pull_hold),
+    )));
+    processor::routes::register(server, ctx, transactions);
+    // The client tables (consumers, producers, held pulls) forget a connection when it closes.
+    server.set_channel_event_listener(Arc::new(ClientHousekeeping::new(Arc::downgrade(ctx))));
+}
+
+/// Starts the background services: the pull hold service, delay delivery, client
+/// housekeeping, periodic persistence, transaction checks and the ACL file watcher.
+fn start_services(
+    ctx: &Arc<BrokerContext>,
+    transactions: Arc<TransactionService>,
+    acl: Option<&Arc<PlainAccessValidator>>,
+) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    ctx.pull_hold.start(Arc::downgrade(ctx));
+    tasks.extend(ctx.schedule.start(ctx));
+    tasks.push(ClientHousekeeping::start(ctx));
+    tasks.push(spawn_persist_task(ctx));
+    tasks.push(transaction::check::start(transactions, ctx));
+    if let Some(acl) = acl {
+        tasks.push(acl.spawn_watcher(DEFAULT_WATCH_INTERVAL, ctx.shutdown.clone()));
+    }
+    tasks
 }
 
 async fn shutdown_store(store: &Arc<MessageStore>) {
@@ -257,7 +297,7 @@ fn spawn_registration_task(ctx: &Arc<BrokerContext>, identity: BrokerIdentity) -
 fn spawn_persist_task(ctx: &Arc<BrokerContext>) -> JoinHandle<()> {
     let weak = Arc::downgrade(ctx);
     let shutdown = ctx.shutdown.clone();
-    let period = Duration::from_millis(ctx.config.flush_consumer_offset_interval);
+    let period = Duration::from_millis(ctx.config.flush_consumer_offset_interval_ms);
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -492,7 +492,7 @@ async fn lock_and_unlock_batches() {
 async fn an_unrefreshed_lock_passes_on_after_the_configured_live_time() {
     const LIVE: Duration = Duration::from_millis(300);
     let broker = TestBroker::start_with(|c| {
-        c.rebalance_lock_max_live_time = u64::try_from(LIVE.as_millis()).expect("small")
+        c.rebalance_lock_max_live_time_ms = u64::try_from(LIVE.as_millis()).expect("small")
     })
     .await;
     let locked_at = std::time::Instant::now();

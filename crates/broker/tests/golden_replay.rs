@@ -151,8 +151,8 @@ async fn capture_like_broker() -> TestBroker {
     TestBroker::start_with(|c: &mut BrokerConfig| {
         c.broker_name = CAPTURE_BROKER_NAME.to_owned();
         c.broker_cluster_name = CAPTURE_CLUSTER.to_owned();
-        c.transaction_time_out = CAPTURE_TX_TIMEOUT_MS;
-        c.transaction_check_interval = TEST_TX_CHECK_INTERVAL_MS;
+        c.transaction_timeout_ms = CAPTURE_TX_TIMEOUT_MS;
+        c.transaction_check_interval_ms = TEST_TX_CHECK_INTERVAL_MS;
     })
     .await
 }

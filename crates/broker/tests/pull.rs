@@ -575,7 +575,7 @@ async fn query_by_key_unique_key_and_view_by_offset() {
 async fn short_polling_answers_after_the_short_hold() {
     let broker = TestBroker::start_with(|c| {
         c.long_polling_enable = false;
-        c.short_polling_time_mills = 200;
+        c.short_polling_time_ms = 200;
     })
     .await;
     send_ok(&broker, send_v2(TOPIC, 0, b"seed", &[])).await;

@@ -30,8 +30,8 @@ const OP_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
 
 /// Check settings that make the service act within a test's patience.
 fn fast_checks(config: &mut BrokerConfig) {
-    config.transaction_check_interval = 100;
-    config.transaction_time_out = 0;
+    config.transaction_check_interval_ms = 100;
+    config.transaction_timeout_ms = 0;
 }
 
 /// What the broker answered to a half send.
@@ -391,8 +391,8 @@ async fn unanswered_half_is_discarded_after_check_max() {
 async fn pending_half_survives_a_restart() {
     // Checks wait for an hour, so nothing happens to the half before the restart.
     let mut broker = TestBroker::start_with(|c| {
-        c.transaction_check_interval = 100;
-        c.transaction_time_out = 3_600_000;
+        c.transaction_check_interval_ms = 100;
+        c.transaction_timeout_ms = 3_600_000;
     })
     .await;
     let half = send_half(&broker, b"durable", "UNIQ-RESTART").await;
@@ -405,7 +405,7 @@ async fn pending_half_survives_a_restart() {
 
     // With short checks after a second restart, a second pending half is checked.
     let second = send_half(&broker, b"durable 2", "UNIQ-RESTART-2").await;
-    broker.config.transaction_time_out = 0;
+    broker.config.transaction_timeout_ms = 0;
     broker.restart_broker().await;
     let mut producer = CheckedProducer::connect(&broker).await;
     let (header, _) = producer.next_check().await.expect("a check after restart");

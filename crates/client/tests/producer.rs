@@ -66,8 +66,8 @@ impl Cluster {
             mapped_file_size_consume_queue: TEST_CONSUME_QUEUE_FILE,
             max_hash_slot_num: 1000,
             max_index_num: 4000,
-            flush_interval_commit_log: 50,
-            flush_interval_consume_queue: 100,
+            flush_interval_commit_log_ms: 50,
+            flush_interval_consume_queue_ms: 100,
             ..BrokerConfig::default()
         };
         config.namesrv_addr = vec![namesrv.local_addr().to_string()];

@@ -57,8 +57,8 @@ impl Cluster {
             max_hash_slot_num: 1000,
             max_index_num: 4000,
             namesrv_addr: vec![namesrv.local_addr().to_string()],
-            transaction_check_interval: 200,
-            transaction_time_out: 500,
+            transaction_check_interval_ms: 200,
+            transaction_timeout_ms: 500,
             ..BrokerConfig::default()
         };
         let broker = BrokerController::start(config)

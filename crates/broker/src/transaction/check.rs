@@ -73,9 +73,9 @@ impl CheckSettings {
     pub fn of(ctx: &BrokerContext) -> Self {
         let c = &ctx.config;
         CheckSettings {
-            timeout_ms: i64::try_from(c.transaction_time_out).unwrap_or(i64::MAX),
+            timeout_ms: i64::try_from(c.transaction_timeout_ms).unwrap_or(i64::MAX),
             check_max: c.transaction_check_max,
-            file_reserved_ms: i64::try_from(c.file_reserved_time)
+            file_reserved_ms: i64::try_from(c.file_reserved_time_hours)
                 .unwrap_or(i64::MAX)
                 .saturating_mul(MILLIS_PER_HOUR),
         }
@@ -103,7 +103,7 @@ pub struct CheckReport {
 pub fn start(service: Arc<TransactionService>, ctx: &Arc<BrokerContext>) -> JoinHandle<()> {
     let weak = Arc::downgrade(ctx);
     let shutdown = ctx.shutdown.clone();
-    let interval = Duration::from_millis(ctx.config.transaction_check_interval);
+    let interval = Duration::from_millis(ctx.config.transaction_check_interval_ms);
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -492,8 +492,8 @@ mod tests {
         let defaults = BrokerConfig::default();
         assert_eq!(
             (
-                defaults.transaction_time_out,
-                defaults.transaction_check_interval,
+                defaults.transaction_timeout_ms,
+                defaults.transaction_check_interval_ms,
                 defaults.transaction_check_max
             ),
             (6_000, 30_000, 15)
@@ -503,8 +503,8 @@ mod tests {
         )
         .unwrap()
         .config;
-        assert_eq!(parsed.transaction_time_out, 100);
-        assert_eq!(parsed.transaction_check_interval, 200);
+        assert_eq!(parsed.transaction_timeout_ms, 100);
+        assert_eq!(parsed.transaction_check_interval_ms, 200);
         assert_eq!(parsed.transaction_check_max, 3);
         for (text, key) in [
             ("transactionCheckInterval=5\n", "transactionCheckInterval"),

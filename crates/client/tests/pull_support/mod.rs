@@ -60,9 +60,9 @@ impl Env {
             mapped_file_size_consume_queue: 1000 * 20,
             max_hash_slot_num: 1000,
             max_index_num: 4000,
-            flush_interval_commit_log: 50,
-            flush_interval_consume_queue: 100,
-            flush_consumer_offset_interval: 200,
+            flush_interval_commit_log_ms: 50,
+            flush_interval_consume_queue_ms: 100,
+            flush_consumer_offset_interval_ms: 200,
             namesrv_addr: vec![namesrv.local_addr().to_string()],
             ..BrokerConfig::default()
         };

@@ -1,0 +1,138 @@
+//! The configuration reference: every `broker.conf` key with its default, unit and meaning,
+//! rendered from the declaration table as the Markdown page `docs/configuration.md`. A test
+//! compares the page with this rendering, so the documentation cannot drift from the code.
+
+use std::fmt::Write as _;
+
+use super::BrokerConfig;
+
+/// Where a key comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A `broker.conf` key of Apache RocketMQ's broker, same name and meaning.
+    Apache,
+    /// Set in Apache RocketMQ as the JVM system property named here; Comet reads it from
+    /// `broker.conf`.
+    Property(&'static str),
+    /// Comet's own.
+    Comet,
+}
+
+/// What one key means.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyDoc {
+    /// The `broker.conf` key.
+    pub key: &'static str,
+    /// Unit of the value (`ms`, `secs`, `hours`, `bytes`, `percent`, `pages`, `count`), or `-`.
+    pub unit: &'static str,
+    pub origin: Origin,
+    /// The field's documentation, one line per source line.
+    pub doc: &'static str,
+    /// What a valid value looks like.
+    pub expected: &'static str,
+}
+
+/// Defaults that depend on the machine, shown as what they are made of.
+const MACHINE_DEFAULTS: &[(&str, &str)] = &[("storePathRootDir", "$HOME/store")];
+
+/// The reference page, in Markdown.
+pub fn markdown() -> String {
+    let defaults = BrokerConfig::default().entries();
+    let mut out = String::from(
+        "# Configuration reference\n\n\
+         <!-- Generated from the broker's configuration table (crates/broker/src/config/mod.rs); \
+         regenerate with `UPDATE_CONFIG_REFERENCE=1 cargo test -p comet-broker \
+         configuration_reference`. -->\n\n\
+         Every key `comet broker -c broker.conf` and `comet serve` understand. Keys are Apache \
+         RocketMQ's `broker.conf` names, so an existing file can be reused; a key Comet does not \
+         know is logged by name and otherwise ignored. Values are layered, later wins: defaults, \
+         then the `-c` file, then `COMET_<KEY>` environment variables (the key in upper snake \
+         case: `COMET_LISTEN_PORT`, `COMET_FLUSH_DISK_TYPE`), then `--set key=value`. \
+         `--print-config` prints the effective configuration. The defaults below are \
+         `comet broker`'s; `comet serve` differs in three: it binds and advertises \
+         `127.0.0.1:10911` (`--broker-listen`), keeps its store in `./comet-data/store` \
+         (`--data-dir`) and registers with its embedded name server.\n\n\
+         The *Apache* column says whether Apache RocketMQ's broker has the key: **yes** (same \
+         name and meaning), the JVM system property Apache reads instead, or **no** (Comet's \
+         own).\n\n\
+         | key | default | unit | Apache | meaning |\n|---|---|---|---|---|\n",
+    );
+    for doc in BrokerConfig::REFERENCE {
+        let default = MACHINE_DEFAULTS
+            .iter()
+            .find(|(key, _)| *key == doc.key)
+            .map(|(_, text)| (*text).to_owned())
+            .or_else(|| {
+                defaults
+                    .iter()
+                    .find(|(key, _)| *key == doc.key)
+                    .map(|(_, value)| value.clone())
+            })
+            .unwrap_or_default();
+        let default = if default.is_empty() {
+            "(empty)".to_owned()
+        } else {
+            format!("`{}`", default.replace('|', "\\|"))
+        };
+        let apache = match doc.origin {
+            Origin::Apache => "yes".to_owned(),
+            Origin::Property(name) => format!("property `{name}`"),
+            Origin::Comet => "no".to_owned(),
+        };
+        let meaning: Vec<&str> = doc.doc.lines().map(str::trim).collect();
+        let _ = writeln!(
+            out,
+            "| `{}` | {default} | {} | {apache} | {} ({}) |",
+            doc.key,
+            doc.unit,
+            meaning.join(" ").replace('|', "\\|"),
+            doc.expected
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The page in the repository, relative to this crate.
+    const PAGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
+
+    #[test]
+    fn configuration_reference_matches_the_page() {
+        let rendered = markdown();
+        if std::env::var_os("UPDATE_CONFIG_REFERENCE").is_some() {
+            std::fs::write(PAGE, &rendered).unwrap_or_else(|e| panic!("writing {PAGE}: {e}"));
+        }
+        let page = std::fs::read_to_string(PAGE).unwrap_or_default();
+        assert!(
+            page == rendered,
+            "docs/configuration.md differs from the broker's configuration table; regenerate it \
+             with UPDATE_CONFIG_REFERENCE=1 cargo test -p comet-broker configuration_reference"
+        );
+    }
+
+    #[test]
+    fn every_key_is_documented_once_with_a_unit() {
+        let mut seen = std::collections::HashSet::new();
+        for doc in BrokerConfig::REFERENCE {
+            assert!(seen.insert(doc.key), "{} declared twice", doc.key);
+            assert!(
+                !doc.doc.trim().is_empty(),
+                "{} has no documentation",
+                doc.key
+            );
+            assert!(
+                [
+                    "-", "ms", "secs", "hours", "bytes", "percent", "pages", "count"
+                ]
+                .contains(&doc.unit),
+                "{}: unknown unit {}",
+                doc.key,
+                doc.unit
+            );
+        }
+        assert_eq!(seen.len(), BrokerConfig::KEYS.len());
+    }
+}
