@@ -1,4 +1,4 @@
-//! The client side: [`AclClientRpcHook`] signs every request just before it is sent (§9.1).
+//! The client side: [`AclClientRpcHook`] signs every request just before it is sent.
 //!
 //! It runs as the last step before encoding, after the typed header has been written into the
 //! ext fields, so the signature covers exactly what goes on the wire. Responses are not signed.

@@ -1,4 +1,4 @@
-//! `plain_acl.yml`: parsing and compiling it into the table the validator consults (§9.3).
+//! `plain_acl.yml`: parsing and compiling it into the table the validator consults.
 //!
 //! The file is compiled once per (re)load into an [`AclTable`]: address patterns parsed, perm
 //! strings turned into bytes, group names turned into their `%RETRY%` resources. Requests then

@@ -1,4 +1,4 @@
-//! Permission bytes of RocketMQ ACL 1.0 and the rule that compares them (fact sheet §9.2).
+//! Permission bytes of RocketMQ ACL 1.0 and the rule that compares them.
 //!
 //! The values are RocketMQ's own (`DENY=1, ANY=2, PUB=4, SUB=8`), because they are what an
 //! operator reasons about when reading `plain_acl.yml`, and the check rule is reproduced exactly:

@@ -1,4 +1,4 @@
-//! `whiteRemoteAddress` / `globalWhiteRemoteAddresses` patterns (fact sheet §9.3).
+//! `whiteRemoteAddress` / `globalWhiteRemoteAddresses` patterns.
 //!
 //! A matching peer skips signature and permission checks entirely, so a pattern that is wider
 //! than intended is a security hole: every pattern is parsed strictly when the file is loaded

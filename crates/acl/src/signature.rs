@@ -1,4 +1,4 @@
-//! The request signature of RocketMQ ACL 1.0 (fact sheet §9.1).
+//! The request signature of RocketMQ ACL 1.0.
 //!
 //! The signed content is the *values* of every ext field except `Signature`, taken in the order
 //! of their keys, concatenated as UTF-8, followed by the raw body. Keys are ordered the way Java's

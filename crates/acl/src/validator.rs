@@ -1,5 +1,5 @@
 //! The broker side: [`PlainAccessValidator`] checks every incoming request against
-//! `plain_acl.yml` as a server [`RpcHook`] (fact sheet §9.2), and reloads the file when it changes.
+//! `plain_acl.yml` as a server [`RpcHook`], and reloads the file when it changes.
 //!
 //! Order of the checks, as RocketMQ's: global white list → AccessKey known → the account's white
 //! list (skips the rest) → signature → admin-only codes → per-resource permissions. A refusal is

@@ -4,7 +4,7 @@
 //! read and update them concurrently) and is written to its JSON file under `<root>/config/` by an
 //! explicit [`persist`](TopicConfigTable::persist) call: the broker persists topics and groups
 //! right after an admin change and offsets on a timer (`flushConsumerOffsetInterval`, 5 s), as
-//! RocketMQ does. The files have RocketMQ's exact shapes (fact sheet §6.6), including the bare
+//! RocketMQ does. The files have RocketMQ's exact shapes, including the bare
 //! integer keys of `consumerOffset.json` and `delayOffset.json`, so a store directory can move
 //! between Comet and a Java broker.
 
@@ -384,7 +384,7 @@ impl ConsumerOffsetTable {
     }
 
     /// Stores the next offset to consume. A lower value than the stored one replaces it (a
-    /// consumer that seeks backwards relies on this, fact sheet §12).
+    /// consumer that seeks backwards relies on this).
     pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
         let key = offset_key(group, topic);
         let mut table = self.table.write();

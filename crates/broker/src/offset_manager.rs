@@ -35,7 +35,7 @@ impl ConsumerOffsetManager {
     }
 
     /// Stores `offset` (the next offset to consume) for (group, topic, queue). A lower value
-    /// replaces a higher one: consumers that seek backwards rely on it (§12).
+    /// replaces a higher one: consumers that seek backwards rely on it.
     pub fn commit_offset(
         &self,
         client_host: impl Display,

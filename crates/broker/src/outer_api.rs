@@ -54,7 +54,7 @@ pub struct RegisterReport {
     pub failed: Vec<OuterApiError>,
 }
 
-/// `crc32(body) & 0x7FFFFFFF`, the `bodyCrc32` REGISTER_BROKER carries (§3.10).
+/// `crc32(body) & 0x7FFFFFFF`, the `bodyCrc32` REGISTER_BROKER carries.
 pub fn register_body_crc32(body: &[u8]) -> i32 {
     i32::try_from(crc32fast::hash(body) & 0x7FFF_FFFF).unwrap_or(0)
 }

@@ -1,4 +1,4 @@
-//! `ScheduleMessageService`: delivers delayed messages (delay levels, §6.7).
+//! `ScheduleMessageService`: delivers delayed messages (delay levels).
 //!
 //! A send with `DELAY=n` (n ≥ 1) is stored in `SCHEDULE_TOPIC_XXXX`, queue `n − 1`, and the store
 //! gives its ConsumeQueue unit the delivery time (store time + the level's delay) as tags code.

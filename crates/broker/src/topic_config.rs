@@ -227,7 +227,7 @@ impl TopicConfigManager {
         removed
     }
 
-    /// Send-path auto-creation (§8.4): `topic` is unknown; create it from `default_topic` if that
+    /// Send-path auto-creation: `topic` is unknown; create it from `default_topic` if that
     /// is an inheritable template. Returns the (existing or new) configuration, or `None` when
     /// the topic cannot be created.
     pub fn create_topic_in_send_message_method(
@@ -315,7 +315,7 @@ impl TopicConfigManager {
     }
 
     /// The table as REGISTER_BROKER carries it. When `brokerPermission` lacks READ or WRITE,
-    /// every topic's perm is ANDed with it (§8.2), so producers or consumers stop using us.
+    /// every topic's perm is ANDed with it, so producers or consumers stop using us.
     pub fn to_register_wrapper(&self) -> TopicConfigSerializeWrapper {
         let mut wrapper = self.table.to_wrapper();
         let broker_perm = self.config.broker_permission;

@@ -1,4 +1,4 @@
-//! CONSUMER_SEND_MSG_BACK end to end (fact sheet §6.8): a message given back lands in
+//! CONSUMER_SEND_MSG_BACK end to end: a message given back lands in
 //! SCHEDULE_TOPIC_XXXX, then in `%RETRY%<group>` after its delay, with RETRY_TOPIC,
 //! ORIGIN_MESSAGE_ID and the reconsume count; the 17th failure goes to `%DLQ%<group>`. Delay
 //! levels are all 1 s here so the sixteen rounds take seconds, not hours.

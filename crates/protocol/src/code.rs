@@ -1,4 +1,4 @@
-//! Request and response codes (fact sheet §2).
+//! Request and response codes.
 //!
 //! RocketMQ defines its codes as plain `int` constants, and peers of other versions send codes this
 //! build has never heard of. Both enums therefore keep an `Unknown(i32)` fallback so that any code
@@ -95,7 +95,7 @@ macro_rules! code_enum {
 }
 
 code_enum! {
-    /// `RequestCode`: what a request asks for (§2.1).
+    /// `RequestCode`: what a request asks for.
     RequestCode {
         SendMessage = 10 => "SEND_MESSAGE",
         PullMessage = 11 => "PULL_MESSAGE",
@@ -258,7 +258,7 @@ code_enum! {
 }
 
 code_enum! {
-    /// `ResponseCode`: the outcome carried by a response (§2.2).
+    /// `ResponseCode`: the outcome carried by a response.
     ResponseCode {
         Success = 0 => "SUCCESS",
         SystemError = 1 => "SYSTEM_ERROR",

@@ -10,7 +10,7 @@
 //!
 //! Every field is declared once in the `broker_config!` table below; parsing, printing
 //! (`--print-config`), the list of known keys and the configuration reference
-//! (`docs/configuration.md`, see [`reference`]) are generated from it, so they cannot drift
+//! (`docs/configuration.md`, see [`mod@reference`]) are generated from it, so they cannot drift
 //! apart. Time fields carry their unit in their name (`sync_flush_timeout_ms`); the keys stay
 //! Apache's (`syncFlushTimeout`).
 

@@ -2,7 +2,7 @@
 //! UPDATE_CONSUMER_OFFSET (15).
 //!
 //! QUERY_CONSUMER_OFFSET decides where a consumer without a committed offset starts. Answering
-//! QUERY_NOT_FOUND makes the client apply its `consumeFromWhere` (§10.3); answering 0 makes it read
+//! QUERY_NOT_FOUND makes the client apply its `consumeFromWhere`; answering 0 makes it read
 //! from the start. RocketMQ answers 0 only when the client allows it (`setZeroIfNotFound`, absent =
 //! allowed) and the queue still holds its very first message — otherwise a new group would replay
 //! a queue that retention has already cut.

@@ -1,10 +1,11 @@
-//! Queue-offset lookups (fact sheet §3.6): GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
+//! Queue-offset lookups: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 //! SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), QUERY_BROKER_OFFSET (13)
 //! and GET_ALL_CONSUMER_OFFSET (43).
 //!
-//! Consumers call these when they have no committed offset yet (where to start: §10.3) and admin
-//! tools call them to show lag and to reset offsets by time. They are pure reads of the store and
-//! the offset table; an unknown queue reads as empty (offset 0, store time −1), as RocketMQ does.
+//! Consumers call these when they have no committed offset yet (to apply their
+//! `consumeFromWhere`) and admin tools call them to show lag and to reset offsets by time. They
+//! are pure reads of the store and the offset table; an unknown queue reads as empty (offset 0,
+//! store time −1), as RocketMQ does.
 
 use std::sync::Arc;
 

@@ -4,9 +4,9 @@
 //! read permission, subscription group (SUBSCRIPTION_GROUP_NOT_EXIST / consumeEnable), topic
 //! (TOPIC_NOT_EXIST / read permission / queue id), then the subscription — from the request when
 //! the SUBSCRIPTION bit is set, otherwise from the group's heartbeat (SUBSCRIPTION_NOT_EXIST,
-//! SUBSCRIPTION_NOT_LATEST, broadcast permission). The store result maps to a response code by the
-//! table of fact sheet §7; the response header always carries the queue's bounds and the next
-//! offset, and the remark is the store status name.
+//! SUBSCRIPTION_NOT_LATEST, broadcast permission). The store result maps to a response code as a
+//! Java broker maps it ([`response_code`]); the response header always carries the queue's
+//! bounds and the next offset, and the remark is the store status name.
 //!
 //! A pull that finds nothing new (PULL_NOT_FOUND) with the SUSPEND bit is held by the
 //! [`PullRequestHoldService`](crate::long_polling::PullRequestHoldService) instead of being
@@ -76,7 +76,7 @@ pub fn status_name(status: GetMessageStatus) -> &'static str {
     }
 }
 
-/// The response code of a store status (fact sheet §7). `request_offset` matters for an empty
+/// The response code of a store status. `request_offset` matters for an empty
 /// queue: pulling it from 0 is "nothing yet", from anywhere else the offset is wrong.
 pub fn response_code(status: GetMessageStatus, request_offset: i64) -> ResponseCode {
     match status {

@@ -4,10 +4,10 @@
 //! `_UNIQUE_KEY_QUERY=true` the key is a message's UNIQ_KEY (the client msgId) and the result size
 //! is fixed at [`DEFAULT_QUERY_MAX_NUM`], as RocketMQ does (one id can map to a few records:
 //! retries keep the UNIQ_KEY). VIEW_MESSAGE_BY_ID reads the record at a CommitLog offset — the
-//! offset a client decodes from an offset msgId (§5.7), which is also why the store host in those
+//! offset a client decodes from an offset msgId, which is also why the store host in those
 //! ids must be the broker's reachable address.
 //!
-//! Both answer with stored records (§5.1) back to back, exactly as a pull does (QUERY_MESSAGE
+//! Both answer with stored records back to back, exactly as a pull does (QUERY_MESSAGE
 //! hands them over as body parts, each written from the mapped CommitLog).
 
 use std::sync::Arc;

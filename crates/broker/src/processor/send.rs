@@ -589,7 +589,7 @@ fn commit_for(request: &RemotingCommand) -> Commit {
     }
 }
 
-/// The delay-level rewrite (§6.7): a non-transactional or commit message with `DELAY ≥ 1` is
+/// The delay-level rewrite: a non-transactional or commit message with `DELAY ≥ 1` is
 /// parked in `SCHEDULE_TOPIC_XXXX` queue `level − 1` (level clamped to `max_level`), its real
 /// topic and queue saved in REAL_TOPIC/REAL_QID. Returns whether it was rewritten.
 pub fn apply_delay_level(msg: &mut MessageExt, max_level: i32) -> bool {

@@ -1,6 +1,6 @@
 //! CONSUMER_SEND_MSG_BACK (36): a consumer gives back a message it failed to process.
 //!
-//! The broker re-publishes a copy (fact sheet §6.8): to `%RETRY%<group>` with a delay level —
+//! The broker re-publishes a copy: to `%RETRY%<group>` with a delay level —
 //! `3 + reconsumeTimes` unless the client chose one, so retries back off 10 s, 30 s, 1 min, … —
 //! or, once the message has been retried `maxReconsumeTimes` times (or the client asks with a
 //! negative level), to the dead-letter topic `%DLQ%<group>` (1 queue, read/write as in RocketMQ
@@ -67,8 +67,8 @@ pub struct SendBackTarget {
     pub delay_level: i32,
 }
 
-/// The §6.8 decision: DLQ when the retries are used up or the client asks for it, else the retry
-/// topic with the client's level or `3 + reconsumeTimes`.
+/// Where a message given back goes: the DLQ when the retries are used up or the client asks for
+/// it, else the retry topic with the client's level or `3 + reconsumeTimes`.
 pub fn decide_target(
     reconsume_times: i32,
     max_reconsume_times: i32,

@@ -434,7 +434,7 @@ pub enum CheckRequestError {
 /// stored, exactly as Apache RocketMQ 5.3.3 writes it (captured in
 /// `crates/protocol/tests/fixtures/*-tx`):
 ///
-/// - header (§3.9): the copy's offsets and offset msgId, and as `topic` the half topic — Apache
+/// - header: the copy's offsets and offset msgId, and as `topic` the half topic — Apache
 ///   fills the header before it restores the real topic, and 5.x clients echo it back in their
 ///   END_TRANSACTION;
 /// - body: the checked half as a stored record at the copy's offsets, with its real topic and

@@ -1,4 +1,4 @@
-//! Transactional messages (fact sheet §8.5), RocketMQ's two-phase send:
+//! Transactional messages, RocketMQ's two-phase send:
 //!
 //! 1. **Half**: the producer sends its message with TRAN_MSG=true; the broker parks it in
 //!    `RMQ_SYS_TRANS_HALF_TOPIC` queue 0 ([`half::into_half`]), invisible to consumers of the real

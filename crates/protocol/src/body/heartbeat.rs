@@ -1,6 +1,6 @@
-//! HeartbeatData (HEART_BEAT body, §4.3): which producer and consumer groups a client instance
+//! HeartbeatData (HEART_BEAT body): which producer and consumer groups a client instance
 //! runs, and each consumer group's subscriptions. Also the subscription-expression parsing that
-//! client and broker must agree on (§12: split on `||`, trim, drop empties; `*` or empty = all).
+//! client and broker must agree on (split on `||`, trim, drop empties; `*` or empty = all).
 
 use serde::{Deserialize, Serialize};
 

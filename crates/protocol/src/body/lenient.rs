@@ -1,7 +1,7 @@
 //! A lenient reader for the JSON that fastjson 1.2.x writes, and the entry points of the writer.
 //!
 //! Java peers serialize bodies with fastjson, which departs from standard JSON in two ways that
-//! serde_json rejects (fact sheet §4.0):
+//! serde_json rejects:
 //!
 //! * non-string map keys are written bare: `{0:"10.0.0.1:10911"}`;
 //! * object map keys are written as an object in key position:

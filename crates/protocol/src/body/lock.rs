@@ -1,4 +1,4 @@
-//! Queue lock bodies (§4.4) used by orderly consumers: LOCK_BATCH_MQ asks the broker to lock a set
+//! Queue lock bodies used by orderly consumers: LOCK_BATCH_MQ asks the broker to lock a set
 //! of queues for one client; the answer lists the queues actually locked.
 
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! JSON bodies of the remoting protocol (fact sheet §4), as serde types.
+//! JSON bodies of the remoting protocol, as serde types.
 //!
 //! Java peers write bodies with fastjson, whose output is not always standard JSON (bare integer
 //! keys, objects as map keys). Reading goes through [`lenient::from_fastjson`], which accepts both

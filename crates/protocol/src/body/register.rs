@@ -1,4 +1,4 @@
-//! RegisterBrokerBody (REGISTER_BROKER body, §4.5): the broker's topic table and filter servers.
+//! RegisterBrokerBody (REGISTER_BROKER body): the broker's topic table and filter servers.
 //!
 //! The normal form is JSON. The compressed form is a zlib stream of length-prefixed sections
 //! (DataVersion JSON, a count of topic lines `name read write perm filterType [attributesJson]`,

@@ -1,5 +1,5 @@
-//! Routing bodies: TopicRouteData (GET_ROUTEINFO_BY_TOPIC, §4.1) and ClusterInfo
-//! (GET_BROKER_CLUSTER_INFO, §4.2).
+//! Routing bodies: TopicRouteData (GET_ROUTEINFO_BY_TOPIC) and ClusterInfo
+//! (GET_BROKER_CLUSTER_INFO).
 //!
 //! `BrokerData.brokerAddrs` is keyed by broker id (a Java `Long`), which fastjson writes as a
 //! bare number. Java clients older than 4.9.4 (request version < 401) and the Go client expect
@@ -104,7 +104,7 @@ impl TopicRouteData {
         }
     }
 
-    /// Whether a GET_ROUTEINFO_BY_TOPIC request wants standard JSON (§1.6).
+    /// Whether a GET_ROUTEINFO_BY_TOPIC request wants standard JSON.
     pub fn wants_standard_json(
         request_version: i32,
         accept_standard_json_only: Option<bool>,

@@ -1,4 +1,4 @@
-//! Statistics and admin bodies (§4.6, §3.8, §3.11): ConsumeStats, TopicStatsTable,
+//! Statistics and admin bodies: ConsumeStats, TopicStatsTable,
 //! ConsumerConnection, GetConsumerListByGroupResponseBody, ResetOffsetBody, TopicList, KVTable.
 //!
 //! ConsumeStats, TopicStatsTable and ResetOffsetBody are keyed by MessageQueue; encode them with

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::time::now_millis;
 
-/// Topic and broker permission bits (`PermName`, fact sheet §8.2).
+/// Topic and broker permission bits (`PermName`).
 pub mod perm {
     /// Priority flag (unused by routing, kept for completeness).
     pub const PERM_PRIORITY: i32 = 8;
@@ -207,7 +207,7 @@ pub const DEFAULT_CONSUME_TIMEOUT_MINUTE: i32 = 15;
 /// Broker id consumers are redirected to when they fall behind (`whichBrokerWhenConsumeSlowly`).
 pub const DEFAULT_WHICH_BROKER_WHEN_CONSUME_SLOWLY: i64 = 1;
 
-/// A consumer group's configuration on a broker (fact sheet §6.6 defaults).
+/// A consumer group's configuration on a broker (with Apache's defaults).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionGroupConfig {

@@ -2,7 +2,7 @@
 //! bodies exactly as they parse a Java broker's.
 //!
 //! The output is compact (no whitespace), struct fields and map entries are sorted by key, and
-//! `None` fields and map values are omitted (fact sheet §4.0). The form of a map key follows its
+//! `None` fields and map values are omitted. The form of a map key follows its
 //! Rust type, as fastjson's follows the Java type:
 //!
 //! | key type | legacy (fastjson default) | standard (`BrowserCompatible`) |

@@ -1,4 +1,4 @@
-//! Admin and statistics headers (§3.11): topic and subscription-group management, stats queries,
+//! Admin and statistics headers: topic and subscription-group management, stats queries,
 //! message queries by key or offset, offset reset, and the admin → broker → client forwards.
 
 use crate::body::topic::TopicFilterType;

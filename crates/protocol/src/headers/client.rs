@@ -1,4 +1,4 @@
-//! Client management headers (§3.8): heartbeat, unregister, consumer-list lookup, and the
+//! Client management headers: heartbeat, unregister, consumer-list lookup, and the
 //! broker-to-client NOTIFY_CONSUMER_IDS_CHANGED. HEART_BEAT, LOCK_BATCH_MQ and UNLOCK_BATCH_MQ
 //! carry only the inherited keys; their payloads are JSON bodies (see `crate::body`).
 

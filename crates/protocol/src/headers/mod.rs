@@ -1,4 +1,4 @@
-//! Typed request and response headers (fact sheet §3).
+//! Typed request and response headers.
 //!
 //! On the wire a header is nothing but the command's `extFields` string map; RocketMQ's Java
 //! classes map bean fields to keys by reflection. Here every header is a plain struct implementing
@@ -12,7 +12,7 @@
 //!
 //! Most headers are declared with the `command_header!` macro, one line per field
 //! (`req` required, `opt` optional). Request headers that extend Java's `RpcRequestHeader` embed
-//! [`RpcHeader`] for the inherited `ns`/`nsd`/`bname`/`oway`/`lo` keys (§3.0). The send-v2 header,
+//! [`RpcHeader`] for the inherited `ns`/`nsd`/`bname`/`oway`/`lo` keys. The send-v2 header,
 //! which is on every produce request, is written by hand to parse in a single pass.
 //!
 //! [`CommandHeaderExt`] adds `decode_header`/`encode_header` to `RemotingCommand`, and
@@ -214,7 +214,7 @@ macro_rules! command_header {
         pub struct $name {
             $( $(#[$fmeta])* pub $field: command_header!(@ty $kind $ty), )*
             $(
-                /// Inherited `RpcRequestHeader` fields (§3.0).
+                /// Inherited `RpcRequestHeader` fields.
                 pub $rpc: $crate::headers::RpcHeader,
             )?
         }

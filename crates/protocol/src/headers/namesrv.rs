@@ -1,4 +1,4 @@
-//! Name-server headers (§3.10): broker registration, route lookup, KV config, topic deletion and
+//! Name-server headers: broker registration, route lookup, KV config, topic deletion and
 //! the write-permission admin commands.
 
 use crate::headers::command_header;

@@ -1,4 +1,4 @@
-//! Offset commands (§3.6): consumer offsets (query/update), queue bounds (max/min), search by
+//! Offset commands: consumer offsets (query/update), queue bounds (max/min), search by
 //! timestamp, and the earliest store time. Every response carries a single number.
 
 use crate::error::Result;
@@ -10,7 +10,7 @@ command_header! {
         req consumer_group: String => "consumerGroup",
         req topic: String => "topic",
         req queue_id: i32 => "queueId",
-        /// 5.x: absent behaves as `true` (§12).
+        /// 5.x: absent behaves as `true`.
         opt set_zero_if_not_found: bool => "setZeroIfNotFound",
     }
 }

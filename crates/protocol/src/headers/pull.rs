@@ -1,4 +1,4 @@
-//! PULL_MESSAGE (11) / LITE_PULL_MESSAGE (361) request and the pull response (§3.4, §3.5), plus
+//! PULL_MESSAGE (11) / LITE_PULL_MESSAGE (361) request and the pull response, plus
 //! the `PullSysFlag` bits that tell the broker whether to commit an offset, hold the request for
 //! long polling, and use the request's own subscription.
 

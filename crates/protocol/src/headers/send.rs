@@ -1,4 +1,4 @@
-//! Send headers (§3.1–§3.3): SEND_MESSAGE (10) with long keys, SEND_MESSAGE_V2 (310) /
+//! Send headers: SEND_MESSAGE (10) with long keys, SEND_MESSAGE_V2 (310) /
 //! SEND_BATCH_MESSAGE (320) with the single-letter keys `a`..`n`, and the send response.
 //!
 //! V2 carries exactly V1's fields under short keys, so both decode to the same field set and
@@ -30,16 +30,16 @@ command_header! {
         req default_topic_queue_nums: i32 => "defaultTopicQueueNums",
         /// Negative: the broker picks a queue.
         req queue_id: i32 => "queueId",
-        /// MessageSysFlag bits (§5.3).
+        /// MessageSysFlag bits.
         req sys_flag: i32 => "sysFlag",
         req born_timestamp: i64 => "bornTimestamp",
         /// User flag, stored as-is.
         req flag: i32 => "flag",
-        /// Properties string (§5.4).
+        /// Properties string.
         opt properties: String => "properties",
         opt reconsume_times: i32 => "reconsumeTimes",
         opt unit_mode: bool => "unitMode",
-        /// `true`: the body is a batch (§5.6).
+        /// `true`: the body is a batch.
         opt batch: bool => "batch",
         opt max_reconsume_times: i32 => "maxReconsumeTimes",
     }

@@ -1,4 +1,4 @@
-//! CONSUMER_SEND_MSG_BACK (36, §3.7): a consumer hands a message it failed to process back to the
+//! CONSUMER_SEND_MSG_BACK (36): a consumer hands a message it failed to process back to the
 //! broker, which re-publishes it to the group's retry topic (or the DLQ). The response has no
 //! header.
 

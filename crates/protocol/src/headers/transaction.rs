@@ -1,4 +1,4 @@
-//! Transaction headers (§3.9): END_TRANSACTION (producer → broker, oneway) and
+//! Transaction headers: END_TRANSACTION (producer → broker, oneway) and
 //! CHECK_TRANSACTION_STATE (broker → producer, oneway; the body is the half message).
 
 use crate::headers::command_header;

@@ -1,4 +1,4 @@
-//! The batch body of SEND_BATCH_MESSAGE (§5.6): concatenated short records, one per message.
+//! The batch body of SEND_BATCH_MESSAGE: concatenated short records, one per message.
 //!
 //! A batch entry carries only what differs between the messages of one batch (flag, body,
 //! properties); the topic, queue and the rest come from the request header. The broker recomputes

@@ -1,4 +1,4 @@
-//! Body compression (§5.3): zlib, LZ4 frame and zstd, selected by the sys flag.
+//! Body compression: zlib, LZ4 frame and zstd, selected by the sys flag.
 //!
 //! Bodies are compressed by producers and stored unchanged by the broker; consumers decompress.
 //! A compressed body is attacker-controlled input that can expand a thousandfold, so every

@@ -1,4 +1,4 @@
-//! Message ids (§5.7).
+//! Message ids.
 //!
 //! RocketMQ has two ids per message. The *offset message id* is derived from where the broker
 //! stored the record (store host + commit-log offset), so a broker can find a record from its id

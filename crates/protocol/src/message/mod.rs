@@ -1,5 +1,5 @@
-//! The message codec: stored-message records (§5.1), body CRC (§5.2), sys flags (§5.3), the
-//! properties string (§5.4), batch bodies (§5.6), message ids (§5.7) and body (de)compression.
+//! The message codec: stored-message records, body CRC, sys flags, the
+//! properties string, batch bodies, message ids and body (de)compression.
 //!
 //! The same record layout is used in the commit log and in pull/query/view response bodies, so the
 //! store and the client share this code. Decoders take untrusted bytes (a peer's pull body, a
@@ -23,7 +23,7 @@ pub use properties::Properties;
 pub const MESSAGE_MAGIC_V1: i32 = 0xDAA3_20A7_u32 as i32;
 /// MAGICCODE of a V2 record (2-byte topic length, for topics longer than 127 bytes).
 pub const MESSAGE_MAGIC_V2: i32 = 0xDAA3_20AB_u32 as i32;
-/// MAGICCODE of the BLANK entry that pads the end of a commit-log segment (§6.1).
+/// MAGICCODE of the BLANK entry that pads the end of a commit-log segment.
 pub const BLANK_MAGIC: i32 = 0xCBD4_3194_u32 as i32;
 /// Size of a BLANK entry's meaningful part (TOTALSIZE + MAGICCODE). A segment must always keep this
 /// much room after its last record so that a BLANK entry fits.
@@ -95,7 +95,7 @@ impl MessageExt {
         self.properties.get(properties::keys::UNIQ_KEY)
     }
 
-    /// The offset message id of this record (§5.7), derived from the store host and the
+    /// The offset message id of this record, derived from the store host and the
     /// commit-log offset.
     pub fn offset_msg_id(&self) -> String {
         id::offset_msg_id(self.store_host, self.commit_log_offset)

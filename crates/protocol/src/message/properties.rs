@@ -1,4 +1,4 @@
-//! The properties string: `key 0x01 value 0x02` repeated (with a trailing 0x02), §5.4.
+//! The properties string: `key 0x01 value 0x02` repeated (with a trailing 0x02).
 //!
 //! Properties travel twice in RocketMQ: as the `properties` header field of a send and as the
 //! PROPERTIES area of every stored record. Both carry the same string, so this one type parses and
@@ -37,7 +37,7 @@ pub mod keys {
     pub const TRANSACTION_ID: &str = "__transactionId__";
     pub const TRANSACTION_CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
     pub const CHECK_IMMUNITY_TIME_IN_SECONDS: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
-    /// The client message id (§5.7).
+    /// The client message id.
     pub const UNIQ_KEY: &str = "UNIQ_KEY";
     pub const MIN_OFFSET: &str = "MIN_OFFSET";
     pub const MAX_OFFSET: &str = "MAX_OFFSET";

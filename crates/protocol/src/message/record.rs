@@ -1,4 +1,4 @@
-//! The stored-message record (§5.1): one message in the commit log, and the unit of pull, query
+//! The stored-message record: one message in the commit log, and the unit of pull, query
 //! and view response bodies.
 //!
 //! Two decoders serve two readers. [`decode_record_view`] borrows everything and allocates
@@ -67,7 +67,7 @@ const TOPIC_LEN_V1_WIDTH: usize = 1;
 /// Width of a V2 topic length.
 const TOPIC_LEN_V2_WIDTH: usize = 2;
 
-/// `java.util.zip.CRC32(body) & 0x7FFFFFFF` (§5.2).
+/// `java.util.zip.CRC32(body) & 0x7FFFFFFF`.
 pub fn body_crc(body: &[u8]) -> i32 {
     (crc32fast::hash(body) & 0x7FFF_FFFF) as i32
 }
@@ -227,7 +227,7 @@ pub fn encode_record_into(msg: &MessageExt, dst: &mut [u8]) -> Result<usize, Pro
     Ok(layout.total)
 }
 
-/// Writes a BLANK entry (§6.1) at the start of `dst`: `free_space` (the whole remaining size of
+/// Writes a BLANK entry at the start of `dst`: `free_space` (the whole remaining size of
 /// the segment) then [`BLANK_MAGIC`]. Returns the bytes written ([`super::BLANK_ENTRY_LEN`]).
 pub fn encode_blank_into(free_space: usize, dst: &mut [u8]) -> Result<usize, ProtocolError> {
     let free = i32::try_from(free_space).map_err(|_| ProtocolError::TooLarge {
@@ -282,7 +282,7 @@ pub struct RecordView<'a> {
     pub prepared_transaction_offset: i64,
     pub body: &'a [u8],
     pub topic: &'a str,
-    /// The raw properties string (§5.4); see [`RecordView::property`] and
+    /// The raw properties string; see [`RecordView::property`] and
     /// [`RecordView::properties`].
     pub properties: &'a [u8],
 }

@@ -1,4 +1,4 @@
-//! `MessageSysFlag` (§5.3): the i32 bit set stored in every record and sent in send headers.
+//! `MessageSysFlag`: the i32 bit set stored in every record and sent in send headers.
 //!
 //! The flag packs several independent facts (compression, transaction state, address families,
 //! inner batching), so every helper here touches only its own bits and leaves the others alone:
