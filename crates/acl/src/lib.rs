@@ -12,6 +12,8 @@
 //! ACL is authentication by a shared secret per account plus coarse authorization; it does not
 //! encrypt anything — pair it with TLS (`comet_remoting` TLS listener) on untrusted networks.
 
+#![forbid(unsafe_code)]
+
 pub mod client_hook;
 pub mod config;
 pub mod error;

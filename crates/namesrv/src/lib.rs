@@ -22,6 +22,8 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod kv_config;
 mod processor;

@@ -5,6 +5,8 @@
 //! Nothing here does I/O; every decoder takes untrusted bytes and returns a [`ProtocolError`]
 //! instead of panicking, bounded by the constants in [`limits`].
 
+#![forbid(unsafe_code)]
+
 pub mod body;
 pub mod code;
 pub mod command;

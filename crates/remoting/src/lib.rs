@@ -18,6 +18,8 @@
 //! frame loses its own connection and nothing else; a panicking processor costs one SYSTEM_ERROR
 //! response.
 
+#![forbid(unsafe_code)]
+
 mod channel;
 mod client;
 pub mod clock;
