@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side comparison of Comet with Apache RocketMQ (and optionally rocketmq-rust) on this box,
-# with one load generator for all of them (`comet bench`). Writes a results section into
-# BENCHMARKS.md (between the "compare.sh results" markers, replacing an earlier run's section).
+# with one load generator for all of them (`comet bench`). Writes the run's full results into
+# bench/results.md (between the "compare.sh results" markers, replacing an earlier run's section);
+# BENCHMARKS.md quotes the figures that matter from it.
 #
 #   bench/compare.sh [--with-rocketmq-rust] [--brokers "comet apache"] [--workloads "W1 W6"] [--no-write]
 #
@@ -39,7 +40,7 @@ STEAL_LIMIT_S="${STEAL_LIMIT_S:-6}"
 STEAL_RERUNS="${STEAL_RERUNS:-2}"
 CEILING_SECS="${CEILING_SECS:-3}"
 WORK="${WORK:-$(mktemp -d /tmp/comet-compare.XXXXXX)}"
-OUT="${OUT:-$ROOT/BENCHMARKS.md}"
+OUT="${OUT:-$ROOT/bench/results.md}"
 BROKERS="comet apache"
 WORKLOADS="W1 W1s W2 W2s W3 W3s W4 W5 W6 R10"
 WRITE=yes
@@ -602,7 +603,7 @@ if [[ $WRITE == yes ]]; then
     python3 - "$OUT" "$WORK/block.md" <<'PY'
 import sys, re
 out, block = sys.argv[1], open(sys.argv[2]).read()
-text = open(out).read() if __import__("os").path.exists(out) else "# Benchmarks\n"
+text = open(out).read() if __import__("os").path.exists(out) else "# bench/compare.sh: full output of the latest run\n"
 pat = re.compile(r"<!-- compare.sh results begin -->.*?<!-- compare.sh results end -->\n?", re.S)
 text = pat.sub(lambda m: block, text) if pat.search(text) else text.rstrip("\n") + "\n\n" + block
 open(out, "w").write(text)
