@@ -276,8 +276,8 @@ stop_broker() {
     esac
     rm -rf "$dir/data" "$dir/rmq/store" "$dir/store"
     # The next broker starts on a quiet disk: freeing a workload's gigabytes and their journal
-    # work otherwise overlapped the next start (session 15: Comet's W2, the first SYNC_FLUSH
-    # start after W1s's 5 GB, took 76 ms to its first send against 17-49 ms for the others).
+    # work otherwise overlapped the next start (a SYNC_FLUSH start right after W1s's 5 GB was
+    # seen taking 76 ms to its first send against 17-49 ms for the others).
     sync
 }
 

@@ -61,7 +61,7 @@ started=1
 # waitTimeMillsInSendQueue: Apache drops a send that waited longer than this (200 ms by default) in
 # its send queue (fast failure, SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]"). A sync send is answered and
 # retried, a oneway send is lost silently: on a loaded 2-core CI box the send_oneway row once found
-# 3 of its 8 messages stored (session 16). The rows check the client, not Apache's shedding.
+# 3 of its 8 messages stored. The rows check the client, not Apache's shedding.
 BROKER_EXTRA_CONF="messageDelayLevel=$DELAY_LEVELS
 transactionCheckInterval=$TRANSACTION_CHECK_INTERVAL
 waitTimeMillsInSendQueue=5000${BROKER_EXTRA_CONF:+
