@@ -14,7 +14,9 @@
 
 pub mod lite;
 pub mod offset_store;
+pub mod process_queue;
 pub mod pull;
+pub mod pull_request;
 pub mod push;
 pub mod rebalance;
 

@@ -38,14 +38,14 @@ use tokio_util::task::TaskTracker;
 use crate::api::PullStatus;
 use crate::config::ClientConfig;
 use crate::consumer::offset_store::{OffsetStore, ReadOffsetType};
+use crate::consumer::process_queue::ProcessQueue;
 use crate::consumer::pull::{
     ConsumerOffsets, DEFAULT_BROKER_SUSPEND_MAX_TIME, DEFAULT_CONSUMER_PULL_TIMEOUT,
     DEFAULT_CONSUMER_TIMEOUT_WHEN_SUSPEND, QueueAccess,
 };
-use crate::consumer::push::ProcessQueue;
+use crate::consumer::pull_request::PullRequest;
 use crate::consumer::rebalance::{
-    AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, PullRequest, RebalanceDelegate,
-    RebalanceImpl,
+    AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, RebalanceDelegate, RebalanceImpl,
 };
 use crate::consumer::{
     ConsumeFromWhere, ConsumeType, MessageExt, MessageModel, MessageQueue, SUB_ALL,

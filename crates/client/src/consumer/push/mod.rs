@@ -39,9 +39,9 @@ use crate::consumer::offset_store::{
     LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore,
     default_local_offset_store_dir,
 };
+use crate::consumer::pull_request::PullRequest;
 use crate::consumer::rebalance::{
-    AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, PullRequest, RebalanceDelegate,
-    RebalanceImpl,
+    AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, RebalanceDelegate, RebalanceImpl,
 };
 use crate::consumer::{
     ConsumeFromWhere, ConsumeType, MessageExt, MessageListener, MessageModel, MessageQueue,
@@ -54,16 +54,16 @@ use crate::message::Message;
 pub mod concurrently;
 pub mod hook;
 pub mod orderly;
-pub mod process_queue;
 pub mod pull_service;
 pub mod stats;
 
+/// Kept at their former paths; the process queue lives in [`crate::consumer::process_queue`].
+pub use crate::consumer::process_queue::{self, ProcessQueue};
 pub use concurrently::ConsumeMessageConcurrentlyService;
 pub use hook::{
     ConsumeMessageContext, ConsumeMessageHook, FilterMessageContext, FilterMessageHook,
 };
 pub use orderly::ConsumeMessageOrderlyService;
-pub use process_queue::ProcessQueue;
 pub use pull_service::PullMessageService;
 pub use stats::{ConsumeStatus, ConsumerStatsManager};
 

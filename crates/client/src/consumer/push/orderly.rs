@@ -3,10 +3,11 @@
 //!
 //! Order needs exclusivity at two levels. Across the group, a clustering member consumes a queue
 //! only while it holds the queue's lock on the broker (LOCK_BATCH_MQ, renewed every
-//! [`REBALANCE_LOCK_INTERVAL`], trusted for [`super::process_queue::REBALANCE_LOCK_MAX_LIVE_TIME`]), so a member that
-//! lost the queue in a rebalance stops before the new owner starts. Within the process, one task
-//! at a time consumes a queue (a per-queue async mutex), taking batches from the
-//! [`ProcessQueue`] in offset order. A failing batch is not skipped: the queue pauses for
+//! [`REBALANCE_LOCK_INTERVAL`], trusted for
+//! [`REBALANCE_LOCK_MAX_LIVE_TIME`](crate::consumer::process_queue::REBALANCE_LOCK_MAX_LIVE_TIME)),
+//! so a member that lost the queue in a rebalance stops before the new owner starts. Within the
+//! process, one task at a time consumes a queue (a per-queue async mutex), taking batches from
+//! the [`ProcessQueue`] in offset order. A failing batch is not skipped: the queue pauses for
 //! `suspend_current_queue_time_millis` and the same messages are offered again, until
 //! `max_reconsume_times` (unlimited by default) sends them to the DLQ via the retry topic.
 
@@ -21,8 +22,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::hook::ConsumeMessageContext;
-use super::process_queue::REBALANCE_LOCK_INTERVAL;
 use super::{ConsumeService, ProcessQueue, PushConsumerConfig, PushConsumerInner, Runtime};
+use crate::consumer::process_queue::REBALANCE_LOCK_INTERVAL;
 use crate::consumer::{
     ConsumeOrderlyContext, ConsumeOrderlyStatus, MessageExt, MessageListenerOrderly, MessageModel,
     MessageQueue,

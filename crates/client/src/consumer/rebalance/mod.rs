@@ -23,7 +23,7 @@ use comet_protocol::body::{LockBatchRequestBody, UnlockBatchRequestBody};
 use futures::future::BoxFuture;
 use parking_lot::RwLock;
 
-use crate::consumer::push::ProcessQueue;
+use crate::consumer::process_queue::ProcessQueue;
 use crate::consumer::{
     ConsumeType, MessageModel, MessageQueue, SubscriptionData, is_retry_topic, now_millis,
 };
@@ -32,24 +32,12 @@ use crate::instance::MQClientInstance;
 
 pub mod allocate;
 
+/// Kept at its former path; the type lives in [`crate::consumer::pull_request`].
+pub use crate::consumer::pull_request::PullRequest;
 pub use allocate::{
     AllocateMessageQueueAveragely, AllocateMessageQueueAveragelyByCircle,
     AllocateMessageQueueByConfig, AllocateMessageQueueConsistentHash, AllocateMessageQueueStrategy,
 };
-
-/// One queue's pull loop: handed from rebalance to the PullMessageService and back after every
-/// pull (Java `PullRequest`).
-#[derive(Debug, Clone)]
-pub struct PullRequest {
-    pub consumer_group: String,
-    pub message_queue: MessageQueue,
-    pub process_queue: Arc<ProcessQueue>,
-    /// Offset of the next pull.
-    pub next_offset: i64,
-    /// Orderly: whether the start offset was already re-read from the broker after the queue
-    /// was first locked.
-    pub previously_locked: bool,
-}
 
 /// What a consumer kind adds to the shared rebalance algorithm.
 pub trait RebalanceDelegate: Send + Sync {
