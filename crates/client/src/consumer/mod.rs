@@ -12,6 +12,7 @@
 //! produce to another topic) without blocking a runtime worker. A listener that does not need to
 //! await can be built from a plain closure with [`concurrently_fn`] / [`orderly_fn`].
 
+pub mod flow_control;
 pub mod lite;
 pub mod offset_store;
 pub mod process_queue;

@@ -11,8 +11,9 @@
 //!
 //! The buffer is bounded the way RocketMQ bounds it — by message count for the whole consumer
 //! (`pull_threshold_for_all`, 10 000) and per queue (`pull_threshold_for_queue`, 1 000, and
-//! `pull_threshold_size_for_queue`, 100 MiB) — by making pull tasks wait (flow control) rather
-//! than by dropping anything, so a slow application slows the pulls instead of growing memory.
+//! `pull_threshold_size_for_queue`, 100 MiB) — by making pull tasks wait (the admission check of
+//! [`crate::consumer::flow_control`], shared with the push consumer) rather than by dropping
+//! anything, so a slow application slows the pulls instead of growing memory.
 //!
 //! Progress: `poll` advances each queue's *consume offset* to just past the last message it
 //! returned. With auto-commit (the default) those offsets go to the offset store every
@@ -37,6 +38,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::api::PullStatus;
 use crate::config::ClientConfig;
+use crate::consumer::flow_control::{
+    CachedCounts, FlowControl, FlowControlLimits, PULL_TIME_DELAY_WHEN_FLOW_CONTROL, saturating_i64,
+};
 use crate::consumer::offset_store::{OffsetStore, ReadOffsetType};
 use crate::consumer::process_queue::ProcessQueue;
 use crate::consumer::pull::{
@@ -68,8 +72,6 @@ pub const DEFAULT_AUTO_COMMIT_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_POLL_TIMEOUT: Duration = Duration::from_secs(5);
 /// How far back `ConsumeFromTimestamp` starts when no timestamp is set (30 minutes, as Java).
 pub const DEFAULT_CONSUME_TIMESTAMP_LOOKBACK: Duration = Duration::from_secs(30 * 60);
-/// Pause of a pull task held by flow control before it looks again.
-const FLOW_CONTROL_DELAY: Duration = Duration::from_millis(50);
 /// Pause of a pull task after a failed pull.
 const PULL_DELAY_ON_EXCEPTION: Duration = Duration::from_secs(3);
 /// Pause of a pull task whose queue is paused (a resume wakes it earlier).
@@ -194,6 +196,9 @@ struct LiteInner {
     buffer: Mutex<VecDeque<ConsumeRequest>>,
     buffered_msgs: Mutex<usize>,
     buffer_ready: Notify,
+    /// Holds pull tasks while too much is buffered (silently: a waiting pull task is the
+    /// normal state of a consumer whose application polls slowly).
+    flow_control: FlowControl,
     last_commit: Mutex<Instant>,
     runtime: RwLock<Option<Runtime>>,
     stop: CancellationToken,
@@ -221,6 +226,7 @@ impl DefaultLitePullConsumer {
             buffer: Mutex::new(VecDeque::new()),
             buffered_msgs: Mutex::new(0),
             buffer_ready: Notify::new(),
+            flow_control: FlowControl::silent(),
             last_commit: Mutex::new(Instant::now()),
             runtime: RwLock::new(None),
             stop: CancellationToken::new(),
@@ -840,6 +846,17 @@ impl LiteInner {
             .unwrap_or_else(|| SubscriptionData::from_tag_expression(topic, SUB_ALL, 0))
     }
 
+    /// The buffer bounds as flow-control thresholds (message counts, and bytes compared as bytes).
+    fn flow_control_limits(&self) -> FlowControlLimits {
+        FlowControlLimits {
+            count_for_consumer: Some(saturating_i64(self.config.pull_threshold_for_all)),
+            count_for_queue: saturating_i64(self.config.pull_threshold_for_queue),
+            size_for_queue: saturating_i64(self.config.pull_threshold_size_for_queue),
+            size_unit: 1,
+            max_span: None,
+        }
+    }
+
     /// Waits `delay`, returning early on a wake-up; `false` when the task must stop.
     async fn pause_task(delay: Duration, wake: &Notify, cancel: &CancellationToken) -> bool {
         tokio::select! {
@@ -867,7 +884,7 @@ impl LiteInner {
                 }
                 continue;
             }
-            let over_all = *self.buffered_msgs.lock() > self.config.pull_threshold_for_all;
+            let buffered = *self.buffered_msgs.lock();
             let snapshot = {
                 let queues = self.queues.lock();
                 queues
@@ -877,11 +894,12 @@ impl LiteInner {
             let Some((epoch, pull_offset, cached_msgs, cached_bytes)) = snapshot else {
                 break;
             };
-            if over_all
-                || cached_msgs > self.config.pull_threshold_for_queue
-                || cached_bytes > self.config.pull_threshold_size_for_queue
+            let cached = CachedCounts::of(buffered, cached_msgs, cached_bytes);
+            if !self
+                .flow_control
+                .admit(&mq, &self.flow_control_limits(), &cached)
             {
-                if !Self::pause_task(FLOW_CONTROL_DELAY, &wake, &cancel).await {
+                if !Self::pause_task(PULL_TIME_DELAY_WHEN_FLOW_CONTROL, &wake, &cancel).await {
                     break;
                 }
                 continue;

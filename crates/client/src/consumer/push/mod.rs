@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::api::{CommunicationMode, PullResultExt, PullStatus};
 use crate::config::ClientConfig;
+use crate::consumer::flow_control::{FlowControl, FlowControlLimits, MIB};
 use crate::consumer::offset_store::{
     LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore,
     default_local_offset_store_dir,
@@ -67,10 +68,13 @@ pub use orderly::ConsumeMessageOrderlyService;
 pub use pull_service::PullMessageService;
 pub use stats::{ConsumeStatus, ConsumerStatsManager};
 
+/// Kept at their former paths; flow control lives in [`crate::consumer::flow_control`].
+pub use crate::consumer::flow_control::{
+    FLOW_CONTROL_WARN_EVERY, FlowControlTimes, PULL_TIME_DELAY_WHEN_FLOW_CONTROL,
+};
+
 /// Delay of a pull after an error (`pullTimeDelayMillsWhenException`; configurable).
 pub const PULL_TIME_DELAY_WHEN_EXCEPTION: Duration = Duration::from_millis(3000);
-/// Delay of a pull that flow control refused.
-pub const PULL_TIME_DELAY_WHEN_FLOW_CONTROL: Duration = Duration::from_millis(50);
 /// Delay of a pull while the consumer is suspended.
 pub const PULL_TIME_DELAY_WHEN_SUSPEND: Duration = Duration::from_millis(1000);
 /// How long the broker may hold a pull (long polling).
@@ -82,8 +86,6 @@ pub const CONSUMER_TIMEOUT_WHEN_SUSPEND: Duration = Duration::from_millis(30_000
 /// the next pull with PULL_OFFSET_MOVED) must take effect at once, and the dropped process queue
 /// already keeps in-flight consumption from committing. The 4.9 client waited 10 s.
 pub const OFFSET_ILLEGAL_FIX_DELAY: Duration = Duration::ZERO;
-/// Flow control logs one warning per this many refusals.
-pub const FLOW_CONTROL_WARN_EVERY: u64 = 1000;
 /// Default start of CONSUME_FROM_TIMESTAMP: this long before the consumer starts.
 pub const DEFAULT_CONSUME_TIMESTAMP_AGO: Duration = Duration::from_secs(30 * 60);
 /// `maxMsgBytes` of a pull (5.x `pullBatchSizeInBytes`).
@@ -110,8 +112,6 @@ pub const MAX_BATCH_SIZE: usize = 1024;
 pub const MAX_PULL_BATCH_SIZE: i32 = 1024;
 /// Upper bound of `pull_interval` (Java's check: 65535 ms).
 pub const MAX_PULL_INTERVAL: Duration = Duration::from_millis(65_535);
-/// One MiB, the unit of the size thresholds.
-const MIB: i64 = 1024 * 1024;
 
 /// Settings of a push consumer; defaults are Java's (fact sheet §10.6 and the seeds).
 #[derive(Clone)]
@@ -280,24 +280,6 @@ impl PushConsumerConfig {
     }
 }
 
-/// How often pulls were refused by each flow-control rule.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FlowControlTimes {
-    /// Cached message count above `pull_threshold_for_queue`.
-    pub cached_count: u64,
-    /// Cached body size above `pull_threshold_size_for_queue`.
-    pub cached_size: u64,
-    /// Offset span above `consume_concurrently_max_span` (concurrent only).
-    pub max_span: u64,
-}
-
-#[derive(Debug, Default)]
-struct FlowControlCounters {
-    cached_count: AtomicU64,
-    cached_size: AtomicU64,
-    max_span: AtomicU64,
-}
-
 /// Which consume service runs the listener.
 pub(crate) enum ConsumeService {
     Concurrently(ConsumeMessageConcurrentlyService),
@@ -328,7 +310,7 @@ pub struct PushConsumerInner {
     listener: RwLock<Option<MessageListener>>,
     runtime: RwLock<Option<Arc<Runtime>>>,
     pause: AtomicBool,
-    flow_control: FlowControlCounters,
+    flow_control: FlowControl,
     pub(crate) stats: ConsumerStatsManager,
     consume_hooks: RwLock<Vec<Arc<dyn ConsumeMessageHook>>>,
     filter_hooks: RwLock<Vec<Arc<dyn FilterMessageHook>>>,
@@ -362,7 +344,7 @@ impl DefaultMQPushConsumer {
             listener: RwLock::new(None),
             runtime: RwLock::new(None),
             pause: AtomicBool::new(false),
-            flow_control: FlowControlCounters::default(),
+            flow_control: FlowControl::warning(),
             stats: ConsumerStatsManager::new(),
             consume_hooks: RwLock::new(Vec::new()),
             filter_hooks: RwLock::new(Vec::new()),
@@ -469,12 +451,7 @@ impl DefaultMQPushConsumer {
 
     /// How often flow control refused a pull, per rule.
     pub fn flow_control_times(&self) -> FlowControlTimes {
-        let c = &self.inner.flow_control;
-        FlowControlTimes {
-            cached_count: c.cached_count.load(Ordering::Relaxed),
-            cached_size: c.cached_size.load(Ordering::Relaxed),
-            max_span: c.max_span.load(Ordering::Relaxed),
-        }
+        self.inner.flow_control.times()
     }
 
     pub fn stats(&self) -> &ConsumerStatsManager {
@@ -834,20 +811,6 @@ impl PushConsumerInner {
         rt.pull_service.execute_pull_request_later(request, delay);
     }
 
-    /// Records a flow-control refusal; logs every [`FLOW_CONTROL_WARN_EVERY`] times.
-    fn flow_controlled(counter: &AtomicU64, what: &str, request: &PullRequest, pq: &ProcessQueue) {
-        let times = counter.fetch_add(1, Ordering::Relaxed);
-        if times.is_multiple_of(FLOW_CONTROL_WARN_EVERY) {
-            let (min, max) = pq.offset_range().unwrap_or((0, 0));
-            tracing::warn!(
-                mq = %request.message_queue, min_offset = min, max_offset = max,
-                count = pq.msg_count(), size_mib = pq.msg_size() / MIB,
-                flow_control_times = times + 1,
-                "{what}, so do flow control"
-            );
-        }
-    }
-
     /// One turn of a queue's pull loop (seed 002, steps 1–12).
     pub(crate) async fn pull_message(self: Arc<Self>, mut request: PullRequest) {
         let Some(rt) = self.runtime() else { return };
@@ -869,69 +832,58 @@ impl PushConsumerInner {
             return;
         }
 
-        let cached_count = pq.msg_count();
-        let cached_size_mib = pq.msg_size() / MIB;
-        if cached_count > config.pull_threshold_for_queue {
-            Self::flow_controlled(
-                &self.flow_control.cached_count,
-                "the cached message count exceeds the threshold",
-                &request,
-                &pq,
-            );
-            Self::execute_pull_request_later(&rt, request, PULL_TIME_DELAY_WHEN_FLOW_CONTROL);
-            return;
-        }
-        if cached_size_mib > config.pull_threshold_size_for_queue {
-            Self::flow_controlled(
-                &self.flow_control.cached_size,
-                "the cached message size exceeds the threshold",
-                &request,
-                &pq,
-            );
+        let orderly = matches!(rt.consume_service, ConsumeService::Orderly(_));
+        let limits = FlowControlLimits {
+            count_for_consumer: None,
+            count_for_queue: config.pull_threshold_for_queue,
+            size_for_queue: config.pull_threshold_size_for_queue,
+            size_unit: MIB,
+            // The span only matters to concurrent consumption, whose commits wait for the oldest
+            // unfinished message.
+            max_span: (!orderly).then_some(config.consume_concurrently_max_span),
+        };
+        if !self
+            .flow_control
+            .admit(&request.message_queue, &limits, pq.as_ref())
+        {
             Self::execute_pull_request_later(&rt, request, PULL_TIME_DELAY_WHEN_FLOW_CONTROL);
             return;
         }
 
-        let orderly = matches!(rt.consume_service, ConsumeService::Orderly(_));
-        if !orderly {
-            if pq.max_span() > config.consume_concurrently_max_span {
-                Self::flow_controlled(
-                    &self.flow_control.max_span,
-                    "the queue's messages span too long",
-                    &request,
-                    &pq,
+        if orderly {
+            if pq.is_locked() {
+                if !request.previously_locked {
+                    let offset = match self
+                        .compute_pull_from_where_inner(&rt, &request.message_queue)
+                        .await
+                    {
+                        Ok(offset) => offset,
+                        Err(e) => {
+                            tracing::error!(mq = %request.message_queue, error = %e,
+                                "failed to compute the pull offset");
+                            Self::execute_pull_request_later(
+                                &rt,
+                                request,
+                                config.pull_time_delay_when_exception,
+                            );
+                            return;
+                        }
+                    };
+                    let broker_busy = offset < request.next_offset;
+                    tracing::info!(mq = %request.message_queue, new_offset = offset, broker_busy,
+                        "the first time to pull message, so fix offset from broker");
+                    request.previously_locked = true;
+                    request.next_offset = offset;
+                }
+            } else {
+                tracing::info!(mq = %request.message_queue, "pull message later because not locked in broker");
+                Self::execute_pull_request_later(
+                    &rt,
+                    request,
+                    config.pull_time_delay_when_exception,
                 );
-                Self::execute_pull_request_later(&rt, request, PULL_TIME_DELAY_WHEN_FLOW_CONTROL);
                 return;
             }
-        } else if pq.is_locked() {
-            if !request.previously_locked {
-                let offset = match self
-                    .compute_pull_from_where_inner(&rt, &request.message_queue)
-                    .await
-                {
-                    Ok(offset) => offset,
-                    Err(e) => {
-                        tracing::error!(mq = %request.message_queue, error = %e,
-                            "failed to compute the pull offset");
-                        Self::execute_pull_request_later(
-                            &rt,
-                            request,
-                            config.pull_time_delay_when_exception,
-                        );
-                        return;
-                    }
-                };
-                let broker_busy = offset < request.next_offset;
-                tracing::info!(mq = %request.message_queue, new_offset = offset, broker_busy,
-                    "the first time to pull message, so fix offset from broker");
-                request.previously_locked = true;
-                request.next_offset = offset;
-            }
-        } else {
-            tracing::info!(mq = %request.message_queue, "pull message later because not locked in broker");
-            Self::execute_pull_request_later(&rt, request, config.pull_time_delay_when_exception);
-            return;
         }
 
         let Some(subscription) = rt.rebalance.subscription(&request.message_queue.topic) else {
