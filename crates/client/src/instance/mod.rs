@@ -23,9 +23,9 @@
 //! `start` is idempotent, so every producer and consumer calls it, and `shutdown` only takes
 //! effect once the last producer and consumer have unregistered.
 //!
-//! One file per concern: [`routes`] (route table and broker lookup), [`heartbeat`],
-//! [`tables`] (registered producer and consumer groups, UNREGISTER_CLIENT), [`scheduled`] (the
-//! periodic tasks and the RebalanceService) and [`processor`] (requests from brokers).
+//! One file per concern: `routes.rs` (route table and broker lookup), `heartbeat.rs`,
+//! `tables.rs` (registered producer and consumer groups, UNREGISTER_CLIENT), `scheduled.rs` (the
+//! periodic tasks and the RebalanceService) and `processor.rs` (requests from brokers).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Weak};

@@ -31,10 +31,10 @@ impl MQClientInstance {
         }
     }
 
-    /// The auto-creation path for a topic the name server does not know: installs as the route
-    /// of `topic` the route of the template topic `default_topic` (TBW102) with queue counts
-    /// capped at `default_queue_nums`, so a send can reach a broker that creates the topic. `Ok(false)` when the template topic
-    /// itself has no route (auto-creation is off everywhere).
+    /// The auto-creation path for a topic the name server does not know: installs as the route of
+    /// `topic` the route of the template topic `default_topic` (TBW102) with queue counts capped at
+    /// `default_queue_nums`, so a send can reach a broker that creates the topic. `Ok(false)` when
+    /// the template topic itself has no route (auto-creation is off everywhere).
     pub async fn update_topic_route_info_from_default(
         &self,
         topic: &str,

@@ -25,11 +25,11 @@
 //! *epoch*: buffered batches and in-flight pulls of an older epoch are discarded, so after `seek`
 //! returns, `poll` never yields a message from before the new position.
 //!
-//! The code is split by concept: [`assignment`] (subscribe or assign, the queues owned and their
-//! pull tasks, the rebalance delegate), [`pull_loop`] (one queue's pull task and flow control),
-//! [`poll`] (the buffer the application drains), [`seek`] (positions: seek, pause, resume and
-//! where a queue starts), [`commit`] (consume offsets to the offset store), [`lifecycle`] (start
-//! and shutdown) and [`consumer_inner`] (what the client instance asks of the consumer).
+//! The code is split by concept: `assignment.rs` (subscribe or assign, the queues owned and their
+//! pull tasks, the rebalance delegate), `pull_loop.rs` (one queue's pull task and flow control),
+//! `poll.rs` (the buffer the application drains), `seek.rs` (positions: seek, pause, resume and
+//! where a queue starts), `commit.rs` (consume offsets to the offset store), `lifecycle.rs` (start
+//! and shutdown) and `consumer_inner.rs` (what the client instance asks of the consumer).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Weak};

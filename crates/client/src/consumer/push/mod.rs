@@ -4,22 +4,22 @@
 //! holds a pull that finds nothing for up to 15 s and answers as soon as a message arrives. The
 //! pieces, as in the Java client, one file each:
 //!
-//! - **configuration** ([`config`]): [`PushConsumerConfig`], its defaults and range check.
-//! - **lifecycle** ([`lifecycle`], [`ServiceState`]): CREATE_JUST → (START_FAILED while
+//! - **configuration** (`config.rs`): [`PushConsumerConfig`], its defaults and range check.
+//! - **lifecycle** (`lifecycle.rs`, [`ServiceState`]): CREATE_JUST → (START_FAILED while
 //!   starting) → RUNNING → SHUTDOWN_ALREADY. A failed start returns to CREATE_JUST so it can be
 //!   retried.
-//! - **rebalance** ([`RebalanceImpl`], with the push consumer's part in [`rebalance_push`])
+//! - **rebalance** ([`RebalanceImpl`], with the push consumer's part in `rebalance_push.rs`)
 //!   decides the owned queues and creates one [`ProcessQueue`] and one
 //!   [`PullRequest`](crate::consumer::pull_request::PullRequest) per queue.
-//! - **pull** ([`PullMessageService`] circulates the PullRequests; [`pull`] is one turn: state
+//! - **pull** ([`PullMessageService`] circulates the PullRequests; `pull.rs` is one turn: state
 //!   and flow-control checks ([`crate::consumer::flow_control`]) and the long-polling pull;
-//!   [`pull_result`] is what each pull status means).
+//!   `pull_result.rs` is what each pull status means).
 //! - **consume services** run the listener with bounded concurrency: [`concurrently`] (any order,
-//!   failed messages go to the retry topic, [`send_back`]) or [`orderly`] (per-queue order under a
+//!   failed messages go to the retry topic, `send_back.rs`) or [`orderly`] (per-queue order under a
 //!   broker lock).
 //! - **offset store** records progress (broker for clustering, local file for broadcasting).
 //! - **the client instance's calls** (heartbeat data, periodic rebalance and persistence, broker
-//!   requests) are answered in [`consumer_inner`].
+//!   requests) are answered in `consumer_inner.rs`.
 //!
 //! Timing constants keep Java's names and values, because brokers and operators are tuned for
 //! them (e.g. a pull's 30 s timeout must exceed the broker's 15 s hold).
@@ -206,7 +206,7 @@ impl DefaultMQPushConsumer {
         self.inner.filter_hooks.write().push(hook);
     }
 
-    /// Starts the consumer (see [`lifecycle`] for the steps). Starting a running consumer does
+    /// Starts the consumer (see `lifecycle.rs` for the steps). Starting a running consumer does
     /// nothing; starting a shut down one is an error; a failed start leaves it startable again.
     pub async fn start(&self) -> Result<(), ClientError> {
         self.inner.start().await
