@@ -6,9 +6,9 @@
 //! QUERY_NOT_FOUND), or the transport failed (`ClientError::Remoting`). Keeping these apart is
 //! what lets the producer retry on another broker only when retrying can help.
 //!
-//! Pull responses are post-processed here, once, for every consumer kind: bodies are
-//! decompressed (and the COMPRESSED flag cleared), `%RETRY%` messages get their original topic
-//! back (§5.8), and MIN_OFFSET/MAX_OFFSET are set from the response header.
+//! Pull responses are post-processed here, once, for every consumer kind: bodies are decompressed
+//! (and the COMPRESSED flag cleared), `%RETRY%` messages get their original topic back (from their
+//! RETRY_TOPIC property), and MIN_OFFSET/MAX_OFFSET are set from the response header.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -513,7 +513,8 @@ impl MQClientApi {
         Ok(response.timestamp)
     }
 
-    /// HEART_BEAT; returns the broker's version (the response `version`, §3.8).
+    /// HEART_BEAT; returns the broker's version, which a broker gives in the `version` field of
+    /// its response.
     pub async fn send_heartbeat(
         &self,
         addr: &str,
@@ -683,7 +684,7 @@ fn decode_messages_with(body: &Bytes, extra: &str) -> Result<Vec<MessageExt>> {
 
 /// Undoes what the producer and broker did to a message for transport and storage: inflates a
 /// compressed body (clearing the flag, so the body and flag agree), and gives a message from a
-/// retry topic its original topic back (§5.8).
+/// retry topic its original topic back (from its RETRY_TOPIC property).
 pub fn restore_message(msg: &mut MessageExt) -> Result<()> {
     if sysflag::is_compressed(msg.sys_flag) {
         let inflated = compress::decompress(msg.sys_flag, &msg.body, MAX_INFLATED_BODY_LEN)?;

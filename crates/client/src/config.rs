@@ -1,11 +1,11 @@
 //! `ClientConfig`: what every producer and consumer of a process shares — where the name servers
 //! are, and who this client is.
 //!
-//! The client id (`ip@instanceName[@unitName]`, fact sheet §10.4) is how a broker tells the
-//! members of a consumer group apart, and rebalance sorts by it, so two consumers of one group in
-//! one process must not share it: that is why clustering consumers replace the default instance
-//! name with the process id ([`ClientConfig::change_instance_name_to_pid`]). Producers and
-//! consumers whose configs yield the same client id share one [`crate::MQClientInstance`].
+//! The client id (`ip@instanceName[@unitName]`) is how a broker tells the members of a consumer
+//! group apart, and rebalance sorts by it, so two consumers of one group in one process must not
+//! share it: that is why clustering consumers replace the default instance name with the process id
+//! ([`ClientConfig::change_instance_name_to_pid`]). Producers and consumers whose configs yield the
+//! same client id share one [`crate::MQClientInstance`].
 
 /// TLS settings of a client: server name, trust roots (system or a PEM file) and RocketMQ's test
 /// mode (`insecure_skip_verify`, for brokers with self-signed certificates).
@@ -111,7 +111,7 @@ impl ClientConfig {
         }
     }
 
-    /// `clientIP@instanceName[@unitName]` (§10.4).
+    /// `clientIP@instanceName[@unitName]`, the Java client's client id format.
     pub fn build_client_id(&self) -> String {
         let mut id = format!("{}@{}", self.client_ip, self.instance_name);
         if let Some(unit) = self.unit_name.as_deref().filter(|u| !u.is_empty()) {

@@ -1,9 +1,10 @@
 //! The user-facing `Message`: what a producer sends.
 //!
 //! As in RocketMQ, tags, keys, the delay level and the "wait for store" switch are not separate
-//! wire fields but properties (§5.4), so `Message` keeps them in its [`Properties`] and offers
-//! typed accessors. This keeps the wire form the single source of truth: what `properties()`
-//! shows is exactly what the broker stores and a consumer reads back.
+//! wire fields but properties (the `key 0x01 value 0x02` string every message carries), so
+//! `Message` keeps them in its [`Properties`] and offers typed accessors. This keeps the wire form
+//! the single source of truth: what `properties()` shows is exactly what the broker stores and a
+//! consumer reads back.
 
 use bytes::Bytes;
 use comet_protocol::message::Properties;

@@ -1,11 +1,11 @@
 //! Routes as a client uses them: which queues a producer may write to ([`TopicPublishInfo`]) and
 //! which queues a consumer group shares out ([`subscribe_queues`]), both derived from the name
-//! server's `TopicRouteData` exactly as the Java client derives them (fact sheet §4.1), because
-//! rebalance only works if every member of a group — Java, Go or Rust — computes the same list.
+//! server's `TopicRouteData` exactly as the Java client derives them, because rebalance only works
+//! if every member of a group — Java, Go or Rust — computes the same list.
 //!
-//! Also here: the TBW102 fallback of §8.4 (a producer sending to a topic that does not exist yet
-//! uses the template topic's route, with the queue counts capped at its own default) and route
-//! change detection for the periodic refresh.
+//! Also here: the TBW102 fallback of topic auto-creation (a producer sending to a topic that does
+//! not exist yet uses the template topic's route, with the queue counts capped at its own default)
+//! and route change detection for the periodic refresh.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -36,7 +36,7 @@ pub struct TopicPublishInfo {
 }
 
 impl TopicPublishInfo {
-    /// The publish list of `topic` from `route` (§4.1): from `orderTopicConf` when present;
+    /// The publish list of `topic` from `route`: from `orderTopicConf` when present;
     /// otherwise the writable QueueDatas sorted by broker name, skipping brokers without a master.
     pub fn from_route(topic: &str, route: &TopicRouteData) -> Self {
         let mut message_queues = Vec::new();
@@ -102,7 +102,7 @@ impl TopicPublishInfo {
     }
 
     /// The next queue round-robin, avoiding `last_broker` (the broker of a failed attempt) if any
-    /// other broker has queues (§10.1).
+    /// other broker has queues, as the Java producer does.
     pub fn select_one_avoiding(&self, last_broker: Option<&str>) -> Option<MessageQueue> {
         let Some(last) = last_broker else {
             return self.select_one();
@@ -127,7 +127,7 @@ impl TopicPublishInfo {
     }
 }
 
-/// The subscribe set of `topic` from `route` (§4.1): queues 0..readQueueNums of every readable
+/// The subscribe set of `topic` from `route`: queues 0..readQueueNums of every readable
 /// QueueData, sorted by (topic, brokerName, queueId) — the order rebalance needs.
 pub fn subscribe_queues(topic: &str, route: &TopicRouteData) -> Vec<MessageQueue> {
     let mut queues: Vec<MessageQueue> = route
@@ -143,8 +143,9 @@ pub fn subscribe_queues(topic: &str, route: &TopicRouteData) -> Vec<MessageQueue
     queues
 }
 
-/// The route to use for a topic that does not exist yet, from the template (TBW102) topic's
-/// route (§8.4): every QueueData's read and write counts become `min(default_queue_nums, read)`.
+/// The route to use for a topic that does not exist yet, from the template (TBW102) topic's route,
+/// as the Java producer builds it: every QueueData's read and write counts become
+/// `min(default_queue_nums, read)`.
 pub fn auto_create_route(mut template: TopicRouteData, default_queue_nums: i32) -> TopicRouteData {
     for qd in &mut template.queue_datas {
         let nums = default_queue_nums.min(qd.read_queue_nums);

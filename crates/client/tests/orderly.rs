@@ -366,10 +366,11 @@ async fn past_max_reconsume_times_an_orderly_message_goes_to_the_dlq() {
             ("after".to_owned(), 0),
         ]
     );
-    // The message was re-published to the group's retry path with its reconsume count and
-    // budget. A broker implementing §6.8's "group holds an orderly lock → DLQ directly" rule
-    // (Java 5.x) stores it in %DLQ%<group>; one applying only "reconsumeTimes > max" parks it in
-    // SCHEDULE_TOPIC_XXXX for the retry topic. Either way it left the ordered queue exactly once.
+    // The message was re-published to the group's retry path with its reconsume count and budget. A
+    // broker implementing the rule "a send to the retry topic of a group that holds an orderly lock
+    // goes to the DLQ directly" (Java 5.x) stores it in %DLQ%<group>; one applying only
+    // "reconsumeTimes > max" parks it in SCHEDULE_TOPIC_XXXX for the retry topic. Either way it
+    // left the ordered queue exactly once.
     let dlq = format!("%DLQ%{group}");
     assert!(
         wait_until(|| {

@@ -77,8 +77,9 @@ async fn clustering_consumer_gets_every_message_and_shutdown_persists_offsets() 
 }
 
 /// An offset store whose persistent side never has an offset, so every new queue starts where
-/// ConsumeFromWhere says (the broker itself answers 0 instead of QUERY_NOT_FOUND while a queue's
-/// first message is still present, fact sheet §12, which would hide the difference).
+/// ConsumeFromWhere says (the broker itself answers QUERY_CONSUMER_OFFSET of an unknown group with
+/// 0 instead of QUERY_NOT_FOUND while a queue's first message is still present, which would hide
+/// the difference).
 #[derive(Default)]
 struct NothingStored {
     table: parking_lot::Mutex<HashMap<MessageQueue, i64>>,

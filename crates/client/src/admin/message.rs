@@ -1,12 +1,12 @@
 //! Message inspection: query by key, view by id, and the dead-letter queue.
 //!
-//! RocketMQ gives a message two ids (fact sheet §5.7). The *offset* msgId encodes the storing
-//! broker's address and the commit-log offset, so it is answered by one VIEW_MESSAGE_BY_ID to that
-//! broker. The *unique* id (UNIQ_KEY, what producers and consumers call `msgId`) is only in the
-//! brokers' indexes, so it is answered by QUERY_MESSAGE with `_UNIQUE_KEY_QUERY` on every broker of
-//! the topic. Both are 32 hex characters for IPv4, so the text alone cannot tell them apart: an id
-//! whose decoded address is a broker of the cluster is taken as an offset id, anything else as a
-//! unique key (and, without a topic to search, as an offset id after all).
+//! RocketMQ gives a message two ids. The *offset* msgId encodes the storing broker's address and
+//! the commit-log offset, so it is answered by one VIEW_MESSAGE_BY_ID to that broker. The *unique*
+//! id (UNIQ_KEY, what producers and consumers call `msgId`) is only in the brokers' indexes, so it
+//! is answered by QUERY_MESSAGE with `_UNIQUE_KEY_QUERY` on every broker of the topic. Both are 32
+//! hex characters for IPv4, so the text alone cannot tell them apart: an id whose decoded address
+//! is a broker of the cluster is taken as an offset id, anything else as a unique key (and, without
+//! a topic to search, as an offset id after all).
 //!
 //! Index lookups hash keys, so a broker may return messages whose key merely collides; results are
 //! filtered to exact matches here.

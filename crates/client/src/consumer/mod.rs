@@ -11,10 +11,18 @@
 //! traits whose `consume_message` returns a boxed future, so a listener may await (call a database,
 //! produce to another topic) without blocking a runtime worker. A listener that does not need to
 //! await can be built from a plain closure with [`concurrently_fn`] / [`orderly_fn`].
+//!
+//! Shared by the consumer kinds: [`process_queue`] (what a consumer caches of one queue),
+//! [`pull_request`] (one queue's turn in a pull loop, created by [`rebalance`]) and
+//! [`flow_control`] (the admission check run before each pull of the push and lite pull
+//! consumers).
 
+pub mod flow_control;
 pub mod lite;
 pub mod offset_store;
+pub mod process_queue;
 pub mod pull;
+pub mod pull_request;
 pub mod push;
 pub mod rebalance;
 

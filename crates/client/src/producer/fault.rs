@@ -1,4 +1,4 @@
-//! Latency fault tolerance (`sendLatencyFaultEnable`, fact sheet §10.1).
+//! Latency fault tolerance (`sendLatencyFaultEnable`), as in the Java producer.
 //!
 //! A broker that answered slowly, or not at all, is probably busy or gone; sending the next
 //! messages elsewhere for a while avoids piling more requests onto it. After each send the
@@ -65,7 +65,8 @@ impl LatencyFaultTolerance {
         }
     }
 
-    /// How long a broker is avoided after a send with `latency_ms` (the §10.1 table).
+    /// How long a broker is avoided after a send with `latency_ms` (the Java producer's table:
+    /// the duration of the largest latency step `latency_ms` reaches).
     pub fn not_available_duration(latency_ms: u64) -> u64 {
         LATENCY_MAX_MS
             .iter()

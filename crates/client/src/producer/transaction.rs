@@ -1,10 +1,10 @@
 //! The transaction producer: RocketMQ's `TransactionMQProducer`.
 //!
-//! A transactional send is two-phase (fact sheet §8.5): the message goes to the broker as a
-//! *half* (TRAN_MSG=true, PGROUP = this group), invisible to consumers; the application's local
-//! transaction then runs ([`TransactionListener::execute_local_transaction`]); its outcome goes
-//! back to the broker that stored the half as a oneway END_TRANSACTION — commit makes the message
-//! visible, rollback drops it, unknown leaves it pending.
+//! A transactional send is two-phase: the message goes to the broker as a *half* (TRAN_MSG=true,
+//! PGROUP = this group), invisible to consumers; the application's local transaction then runs
+//! ([`TransactionListener::execute_local_transaction`]); its outcome goes back to the broker that
+//! stored the half as a oneway END_TRANSACTION — commit makes the message visible, rollback drops
+//! it, unknown leaves it pending.
 //!
 //! A pending half is not forgotten: the broker periodically sends CHECK_TRANSACTION_STATE to a
 //! producer of the group, which runs [`TransactionListener::check_local_transaction`] and answers

@@ -1,5 +1,6 @@
 //! `LocalFileOffsetStore`: a broadcasting consumer's offsets in
-//! `<dir>/<clientId>/<group>/offsets.json` (fact sheet §10.5).
+//! `<dir>/<clientId>/<group>/offsets.json`, where the Java client keeps them too (`<dir>` defaults
+//! to `~/.rocketmq_offsets`).
 //!
 //! The file is replaced, never edited in place: the new content goes to `offsets.json.tmp`, the
 //! previous file is copied to `offsets.json.bak`, and the temporary file is renamed over the

@@ -1,5 +1,5 @@
 //! `RemoteBrokerOffsetStore`: a clustering group's offsets, kept by the broker that hosts each
-//! queue (QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET, fact sheet §3.6).
+//! queue (QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET).
 //!
 //! The in-memory table is authoritative for this member while it owns a queue; the broker copy
 //! is refreshed every persist interval with oneway updates (Java does the same: an offset update

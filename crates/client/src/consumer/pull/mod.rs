@@ -10,11 +10,12 @@
 //!
 //! What it still shares with the other consumers is the group's identity on the brokers: it
 //! registers with an [`MQClientInstance`] (heartbeats make the group known, which 5.x brokers
-//! require before accepting offsets, §12), and its offsets go through an [`OffsetStore`] — on the
-//! broker in clustering, in a local file in broadcasting — that the instance persists every
+//! require before accepting offsets: they answer UPDATE_CONSUMER_OFFSET of an unknown group with
+//! SUBSCRIPTION_GROUP_NOT_EXIST), and its offsets go through an [`OffsetStore`] — on the broker in
+//! clustering, in a local file in broadcasting — that the instance persists every
 //! `persist_consumer_offset_interval` (5 s) and that [`DefaultMQPullConsumer::shutdown`] flushes.
 //!
-//! The queue-level helpers here ([`QueueAccess`]) are shared with the lite pull consumer.
+//! The queue-level helpers here (`QueueAccess`) are shared with the lite pull consumer.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -3,10 +3,11 @@
 //!
 //! Order needs exclusivity at two levels. Across the group, a clustering member consumes a queue
 //! only while it holds the queue's lock on the broker (LOCK_BATCH_MQ, renewed every
-//! [`REBALANCE_LOCK_INTERVAL`], trusted for [`super::process_queue::REBALANCE_LOCK_MAX_LIVE_TIME`]), so a member that
-//! lost the queue in a rebalance stops before the new owner starts. Within the process, one task
-//! at a time consumes a queue (a per-queue async mutex), taking batches from the
-//! [`ProcessQueue`] in offset order. A failing batch is not skipped: the queue pauses for
+//! [`REBALANCE_LOCK_INTERVAL`], trusted for
+//! [`REBALANCE_LOCK_MAX_LIVE_TIME`](crate::consumer::process_queue::REBALANCE_LOCK_MAX_LIVE_TIME)),
+//! so a member that lost the queue in a rebalance stops before the new owner starts. Within the
+//! process, one task at a time consumes a queue (a per-queue async mutex), taking batches from
+//! the [`ProcessQueue`] in offset order. A failing batch is not skipped: the queue pauses for
 //! `suspend_current_queue_time_millis` and the same messages are offered again, until
 //! `max_reconsume_times` (unlimited by default) sends them to the DLQ via the retry topic.
 
@@ -21,8 +22,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::hook::ConsumeMessageContext;
-use super::process_queue::REBALANCE_LOCK_INTERVAL;
 use super::{ConsumeService, ProcessQueue, PushConsumerConfig, PushConsumerInner, Runtime};
+use crate::consumer::process_queue::REBALANCE_LOCK_INTERVAL;
 use crate::consumer::{
     ConsumeOrderlyContext, ConsumeOrderlyStatus, MessageExt, MessageListenerOrderly, MessageModel,
     MessageQueue,
@@ -226,28 +227,7 @@ async fn consume_request(
     };
     let begin_time = Instant::now();
     loop {
-        if pq.is_dropped() {
-            tracing::warn!(%mq, "the message queue not be able to consume, because it's dropped");
-            break;
-        }
-        if clustering && !pq.is_locked() {
-            tracing::warn!(%mq, "the message queue not locked, so consume later");
-            try_lock_later_and_reconsume(&consumer, mq.clone(), Arc::clone(&pq), 10);
-            break;
-        }
-        if clustering && pq.is_lock_expired() {
-            tracing::warn!(%mq, "the message queue lock expired, so consume later");
-            try_lock_later_and_reconsume(&consumer, mq.clone(), Arc::clone(&pq), 10);
-            break;
-        }
-        if begin_time.elapsed() > MAX_TIME_CONSUME_CONTINUOUSLY {
-            submit_consume_request_later(
-                &consumer,
-                Arc::clone(&pq),
-                mq.clone(),
-                10,
-                default_suspend,
-            );
+        if !may_take_next_batch(&consumer, &pq, &mq, clustering, begin_time, default_suspend) {
             break;
         }
         let mut msgs = pq.take_messages(service.batch_max);
@@ -255,72 +235,11 @@ async fn consume_request(
             break;
         }
         let mut ctx = ConsumeOrderlyContext::new(mq.clone());
-        let hooks = consumer.consume_hooks();
-        let mut hook_ctx = (!hooks.is_empty()).then(|| ConsumeMessageContext {
-            consumer_group: group.clone(),
-            message_queue: mq.clone(),
-            msg_list: msgs.clone(),
-            success: false,
-            status: String::new(),
-            props: Default::default(),
-            namespace: None,
-        });
-        if let Some(h) = hook_ctx.as_mut() {
-            for hook in &hooks {
-                hook.consume_message_before(h);
-            }
-        }
-        let Ok(permit) = Arc::clone(&service.semaphore).acquire_owned().await else {
-            pq.rollback();
+        let Some(status) =
+            consume_batch(&consumer, service, &group, &pq, &mq, &msgs, &mut ctx).await
+        else {
             break;
         };
-        let consume_guard = pq.consume_lock().lock().await;
-        if pq.is_dropped() {
-            tracing::warn!(%mq, "consumeMessage, the message queue not be able to consume, because it's dropped");
-            break;
-        }
-        let begin = Instant::now();
-        let outcome = AssertUnwindSafe(service.listener.consume_message(&msgs, &mut ctx))
-            .catch_unwind()
-            .await;
-        drop(consume_guard);
-        drop(permit);
-        let consume_rt = begin.elapsed();
-        let (status, return_type) = match outcome {
-            Ok(status) => {
-                let return_type = if consume_rt >= consumer.config.read().consume_timeout {
-                    "TIME_OUT"
-                } else if status == ConsumeOrderlyStatus::SuspendCurrentQueueAMoment {
-                    "FAILED"
-                } else {
-                    "SUCCESS"
-                };
-                (status, return_type)
-            }
-            Err(_) => {
-                tracing::warn!(group = %group, %mq, "consumeMessage panicked; suspending the queue");
-                (
-                    ConsumeOrderlyStatus::SuspendCurrentQueueAMoment,
-                    "EXCEPTION",
-                )
-            }
-        };
-        if status != ConsumeOrderlyStatus::Success {
-            tracing::warn!(group = %group, %mq, "consumeMessage Orderly return not OK");
-        }
-        if let Some(h) = hook_ctx.as_mut() {
-            h.props
-                .insert("ConsumeContextType".to_owned(), return_type.to_owned());
-            h.status = status_name(status).to_owned();
-            h.success = status == ConsumeOrderlyStatus::Success;
-            for hook in &hooks {
-                hook.consume_message_after(h);
-            }
-        }
-        consumer.stats.inc_consume_rt(
-            &mq.topic,
-            u64::try_from(consume_rt.as_millis()).unwrap_or(u64::MAX),
-        );
         let keep_going = process_consume_result(
             &consumer,
             &rt,
@@ -336,6 +255,121 @@ async fn consume_request(
             break;
         }
     }
+}
+
+/// Whether the consume task may take another batch of the queue: the queue is not dropped, in
+/// clustering its broker lock is held and not expired, and the task has not run for longer than
+/// [`MAX_TIME_CONSUME_CONTINUOUSLY`]. When it may not, the next step is arranged: a relock and a
+/// new task soon, or a new task after a pause so other queues get their turn.
+fn may_take_next_batch(
+    consumer: &Arc<PushConsumerInner>,
+    pq: &Arc<ProcessQueue>,
+    mq: &MessageQueue,
+    clustering: bool,
+    begin_time: Instant,
+    default_suspend: i64,
+) -> bool {
+    if pq.is_dropped() {
+        tracing::warn!(%mq, "the message queue not be able to consume, because it's dropped");
+        return false;
+    }
+    if clustering && !pq.is_locked() {
+        tracing::warn!(%mq, "the message queue not locked, so consume later");
+        try_lock_later_and_reconsume(consumer, mq.clone(), Arc::clone(pq), 10);
+        return false;
+    }
+    if clustering && pq.is_lock_expired() {
+        tracing::warn!(%mq, "the message queue lock expired, so consume later");
+        try_lock_later_and_reconsume(consumer, mq.clone(), Arc::clone(pq), 10);
+        return false;
+    }
+    if begin_time.elapsed() > MAX_TIME_CONSUME_CONTINUOUSLY {
+        submit_consume_request_later(consumer, Arc::clone(pq), mq.clone(), 10, default_suspend);
+        return false;
+    }
+    true
+}
+
+/// Runs the listener on one batch: the consume hooks around it, a permit of the consume
+/// concurrency, and the queue's consume lock (which rebalance takes before giving the queue up).
+/// `None` when the batch must not run: the service is shut down (the batch is rolled back into
+/// the queue) or the queue was dropped meanwhile.
+async fn consume_batch(
+    consumer: &Arc<PushConsumerInner>,
+    service: &ConsumeMessageOrderlyService,
+    group: &str,
+    pq: &Arc<ProcessQueue>,
+    mq: &MessageQueue,
+    msgs: &[MessageExt],
+    ctx: &mut ConsumeOrderlyContext,
+) -> Option<ConsumeOrderlyStatus> {
+    let hooks = consumer.consume_hooks();
+    let mut hook_ctx = (!hooks.is_empty()).then(|| ConsumeMessageContext {
+        consumer_group: group.to_owned(),
+        message_queue: mq.clone(),
+        msg_list: msgs.to_vec(),
+        success: false,
+        status: String::new(),
+        props: Default::default(),
+        namespace: None,
+    });
+    if let Some(h) = hook_ctx.as_mut() {
+        for hook in &hooks {
+            hook.consume_message_before(h);
+        }
+    }
+    let Ok(permit) = Arc::clone(&service.semaphore).acquire_owned().await else {
+        pq.rollback();
+        return None;
+    };
+    let consume_guard = pq.consume_lock().lock().await;
+    if pq.is_dropped() {
+        tracing::warn!(%mq, "consumeMessage, the message queue not be able to consume, because it's dropped");
+        return None;
+    }
+    let begin = Instant::now();
+    let outcome = AssertUnwindSafe(service.listener.consume_message(msgs, ctx))
+        .catch_unwind()
+        .await;
+    drop(consume_guard);
+    drop(permit);
+    let consume_rt = begin.elapsed();
+    let (status, return_type) = match outcome {
+        Ok(status) => {
+            let return_type = if consume_rt >= consumer.config.read().consume_timeout {
+                "TIME_OUT"
+            } else if status == ConsumeOrderlyStatus::SuspendCurrentQueueAMoment {
+                "FAILED"
+            } else {
+                "SUCCESS"
+            };
+            (status, return_type)
+        }
+        Err(_) => {
+            tracing::warn!(group = %group, %mq, "consumeMessage panicked; suspending the queue");
+            (
+                ConsumeOrderlyStatus::SuspendCurrentQueueAMoment,
+                "EXCEPTION",
+            )
+        }
+    };
+    if status != ConsumeOrderlyStatus::Success {
+        tracing::warn!(group = %group, %mq, "consumeMessage Orderly return not OK");
+    }
+    if let Some(h) = hook_ctx.as_mut() {
+        h.props
+            .insert("ConsumeContextType".to_owned(), return_type.to_owned());
+        h.status = status_name(status).to_owned();
+        h.success = status == ConsumeOrderlyStatus::Success;
+        for hook in &hooks {
+            hook.consume_message_after(h);
+        }
+    }
+    consumer.stats.inc_consume_rt(
+        &mq.topic,
+        u64::try_from(consume_rt.as_millis()).unwrap_or(u64::MAX),
+    );
+    Some(status)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::consumer::rebalance::PullRequest;
+use crate::consumer::pull_request::PullRequest;
 
 /// Capacity of the pull-request queue (more than the queues a consumer can sensibly own).
 pub const PULL_REQUEST_QUEUE_CAPACITY: usize = 4096;

@@ -1,5 +1,4 @@
-//! Queue allocation strategies (fact sheet §10.2): which of a topic's queues this member of a
-//! clustering group reads.
+//! Queue allocation strategies: which of a topic's queues this member of a clustering group reads.
 //!
 //! Every member computes its share independently from the same two sorted lists (all queues, all
 //! consumer ids), with no coordination. The strategies must therefore be deterministic and agree

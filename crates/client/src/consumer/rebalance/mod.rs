@@ -3,16 +3,17 @@
 //!
 //! Every member recomputes its share on its own — every 20 s, and at once when a broker says the
 //! group's membership changed (NOTIFY_CONSUMER_IDS_CHANGED) — from the topic's queues and the
-//! group's client ids, both sorted, with the same [`AllocateMessageQueueStrategy`] (fact sheet
-//! §10.2). Because members see membership changes at slightly different moments, two members may
-//! briefly both own a queue; clustering consumption is at-least-once for that reason, and orderly
-//! consumption locks queues on the broker before pulling.
+//! group's client ids, both sorted (the queues by topic, broker name and queue id, the ids as
+//! strings), with the same [`AllocateMessageQueueStrategy`]. Because members see membership changes
+//! at slightly different moments, two members may briefly both own a queue; clustering consumption
+//! is at-least-once for that reason, and orderly consumption locks queues on the broker before
+//! pulling.
 //!
 //! The outcome is the *process-queue table*: one [`ProcessQueue`] per owned queue. Queues no longer
 //! owned are marked dropped (their pulls and consume tasks stop), their offsets persisted and
-//! forgotten, and, for orderly consumers, unlocked; new queues get a start offset (the stored
-//! one, or per ConsumeFromWhere, §10.3) and a [`PullRequest`] that starts their pull loop. What
-//! differs between consumer kinds is delegated to a [`RebalanceDelegate`].
+//! forgotten, and, for orderly consumers, unlocked; new queues get a start offset (the stored one,
+//! or where ConsumeFromWhere says when the broker has none) and a [`PullRequest`] that starts their
+//! pull loop. What differs between consumer kinds is delegated to a [`RebalanceDelegate`].
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -23,7 +24,7 @@ use comet_protocol::body::{LockBatchRequestBody, UnlockBatchRequestBody};
 use futures::future::BoxFuture;
 use parking_lot::RwLock;
 
-use crate::consumer::push::ProcessQueue;
+use crate::consumer::process_queue::ProcessQueue;
 use crate::consumer::{
     ConsumeType, MessageModel, MessageQueue, SubscriptionData, is_retry_topic, now_millis,
 };
@@ -32,24 +33,12 @@ use crate::instance::MQClientInstance;
 
 pub mod allocate;
 
+/// Kept at its former path; the type lives in [`crate::consumer::pull_request`].
+pub use crate::consumer::pull_request::PullRequest;
 pub use allocate::{
     AllocateMessageQueueAveragely, AllocateMessageQueueAveragelyByCircle,
     AllocateMessageQueueByConfig, AllocateMessageQueueConsistentHash, AllocateMessageQueueStrategy,
 };
-
-/// One queue's pull loop: handed from rebalance to the PullMessageService and back after every
-/// pull (Java `PullRequest`).
-#[derive(Debug, Clone)]
-pub struct PullRequest {
-    pub consumer_group: String,
-    pub message_queue: MessageQueue,
-    pub process_queue: Arc<ProcessQueue>,
-    /// Offset of the next pull.
-    pub next_offset: i64,
-    /// Orderly: whether the start offset was already re-read from the broker after the queue
-    /// was first locked.
-    pub previously_locked: bool,
-}
 
 /// What a consumer kind adds to the shared rebalance algorithm.
 pub trait RebalanceDelegate: Send + Sync {
@@ -74,8 +63,8 @@ pub trait RebalanceDelegate: Send + Sync {
     /// Forgets any in-memory offset of a queue about to be (re)started.
     fn remove_dirty_offset(&self, mq: &MessageQueue);
 
-    /// The start offset of a newly owned queue (§10.3). `Err` skips the queue until the next
-    /// rebalance.
+    /// The start offset of a newly owned queue: the stored one, or where ConsumeFromWhere says
+    /// when the broker has none. `Err` skips the queue until the next rebalance.
     fn compute_pull_from_where<'a>(
         &'a self,
         mq: &'a MessageQueue,

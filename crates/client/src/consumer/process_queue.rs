@@ -11,7 +11,7 @@
 //! the listener runs, so the batch can be committed (removed for good) or rolled back (returned)
 //! as a unit.
 //!
-//! What the map holds per offset depends on who needs the message ([`Cached`]). Orderly
+//! What the map holds per offset depends on who needs the message (`Cached`). Orderly
 //! consumption takes its batches out of the map, so the map holds the messages themselves. With
 //! concurrent consumption the pulled messages go straight into consume batches; Java's tree and
 //! its batches share one object, and here the map shares the batch (an `Arc`) once its listener

@@ -1,0 +1,188 @@
+//! What the client instance asks of a push consumer ([`MQConsumerInner`]): the group's data for
+//! the heartbeat, the periodic rebalance and offset persistence, new subscribe sets from route
+//! refreshes, and the broker's requests — running info (GET_CONSUMER_RUNNING_INFO), consume
+//! offsets (GET_CONSUMER_STATUS_FROM_CLIENT) and offset resets (RESET_CONSUMER_CLIENT_OFFSET).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use futures::future::BoxFuture;
+
+use super::{ConsumeService, PushConsumerInner, Runtime};
+use crate::consumer::{
+    ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue, SubscriptionData,
+};
+use crate::instance::{MQConsumerInner, ServiceState};
+
+impl PushConsumerInner {
+    /// Runs one rebalance of this consumer now.
+    pub(super) async fn rebalance(&self) {
+        let Some(rt) = self.runtime() else { return };
+        let is_order = matches!(rt.consume_service, ConsumeService::Orderly(_));
+        rt.rebalance.do_rebalance(self, is_order).await;
+    }
+
+    /// Persists the offsets of every owned queue.
+    pub(super) async fn persist_offsets(&self) {
+        if let Some(rt) = self.runtime() {
+            self.persist_offsets_of(&rt).await;
+        }
+    }
+
+    pub(super) async fn persist_offsets_of(&self, rt: &Runtime) {
+        let owned = rt.rebalance.owned_queues();
+        rt.offset_store.persist_all(&owned).await;
+    }
+
+    /// ConsumerRunningInfo-like JSON: the properties, subscriptions, process queues and
+    /// consume statistics (answered to GET_CONSUMER_RUNNING_INFO).
+    pub(super) fn running_info_json(&self) -> serde_json::Value {
+        let config = self.config.read().clone();
+        let Some(rt) = self.runtime() else {
+            return serde_json::json!({ "properties": { "consumerGroup": config.consumer_group } });
+        };
+        let mq_table: serde_json::Map<String, serde_json::Value> = rt
+            .rebalance
+            .process_queue_table()
+            .into_iter()
+            .map(|(mq, pq)| (mq.to_string(), pq.info()))
+            .collect();
+        let status_table: serde_json::Map<String, serde_json::Value> = self
+            .stats
+            .topics()
+            .into_iter()
+            .map(|topic| {
+                let s = self.stats.consume_status(&topic);
+                (
+                    topic,
+                    serde_json::json!({
+                        "pullRT": s.pull_rt, "pullTPS": s.pull_tps, "consumeRT": s.consume_rt,
+                        "consumeOKTPS": s.consume_ok_tps, "consumeFailedTPS": s.consume_failed_tps,
+                        "consumeFailedMsgs": s.consume_failed_msgs,
+                    }),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "properties": {
+                "consumerGroup": config.consumer_group,
+                "messageModel": format!("{:?}", config.message_model),
+                "consumeFromWhere": format!("{:?}", config.consume_from_where),
+                "allocateMessageQueueStrategy": config.allocate_message_queue_strategy.name(),
+                "consumeThreadMax": config.consume_thread_max,
+                "pullBatchSize": config.pull_batch_size,
+                "PROP_CONSUMEORDERLY": self.is_orderly(),
+                "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+                "PROP_CLIENT_VERSION": comet_protocol::command::COMET_VERSION,
+                "PROP_CONSUMER_START_TIMESTAMP": self.consumer_start_timestamp,
+            },
+            "subscriptionSet": rt.rebalance.subscriptions(),
+            "mqTable": mq_table,
+            "statusTable": status_table,
+        })
+    }
+}
+
+impl MQConsumerInner for PushConsumerInner {
+    fn group_name(&self) -> String {
+        self.group()
+    }
+
+    fn message_model(&self) -> MessageModel {
+        self.config.read().message_model
+    }
+
+    fn consume_type(&self) -> ConsumeType {
+        ConsumeType::ConsumePassively
+    }
+
+    fn consume_from_where(&self) -> ConsumeFromWhere {
+        self.config.read().consume_from_where
+    }
+
+    fn subscriptions(&self) -> Vec<SubscriptionData> {
+        self.runtime()
+            .map(|rt| rt.rebalance.subscriptions())
+            .unwrap_or_default()
+    }
+
+    fn do_rebalance(&self) -> BoxFuture<'static, ()> {
+        let me = self.arc();
+        Box::pin(async move {
+            if let Some(me) = me
+                && !me.pause.load(Ordering::Acquire)
+            {
+                me.rebalance().await;
+            }
+        })
+    }
+
+    fn persist_consumer_offset(&self) -> BoxFuture<'static, ()> {
+        let me = self.arc();
+        Box::pin(async move {
+            if let Some(me) = me
+                && *me.state.lock() == ServiceState::Running
+            {
+                me.persist_offsets().await;
+            }
+        })
+    }
+
+    fn update_topic_subscribe_info(&self, topic: &str, info: Vec<MessageQueue>) {
+        if let Some(rt) = self.runtime() {
+            rt.rebalance.set_topic_subscribe_info(topic, info);
+        }
+    }
+
+    fn is_subscribe_topic_need_update(&self, topic: &str) -> bool {
+        self.runtime()
+            .is_some_and(|rt| rt.rebalance.is_subscribe_topic_need_update(topic))
+    }
+
+    fn running_info(&self) -> serde_json::Value {
+        self.running_info_json()
+    }
+
+    fn reset_offset(
+        &self,
+        topic: &str,
+        offsets: HashMap<MessageQueue, i64>,
+    ) -> BoxFuture<'static, ()> {
+        let me = self.arc();
+        let topic = topic.to_owned();
+        Box::pin(async move {
+            let Some(me) = me else { return };
+            let Some(rt) = me.runtime() else { return };
+            me.pause.store(true, Ordering::Release);
+            let targets: Vec<(MessageQueue, i64)> = rt
+                .rebalance
+                .process_queue_table()
+                .into_iter()
+                .filter(|(mq, _)| mq.topic == topic)
+                .filter_map(|(mq, pq)| {
+                    let offset = *offsets.get(&mq)?;
+                    // Stop the queue first so no in-flight consumption commits over the reset.
+                    pq.set_dropped(true);
+                    pq.clear();
+                    Some((mq, offset))
+                })
+                .collect();
+            // Removing a queue persists its in-memory offset (now the reset one) and forgets it;
+            // the rebalance below re-creates the queue from the stored offset.
+            for (mq, offset) in &targets {
+                if let Err(e) = rt.offset_store.update_and_persist_offset(mq, *offset).await {
+                    tracing::warn!(%mq, offset, error = %e, "persisting a reset offset failed");
+                }
+                rt.rebalance.remove_process_queue(me.as_ref(), mq).await;
+            }
+            me.pause.store(false, Ordering::Release);
+            me.rebalance().await;
+        })
+    }
+
+    fn consumer_offsets(&self, topic: &str) -> HashMap<MessageQueue, i64> {
+        self.runtime()
+            .map(|rt| rt.offset_store.clone_offset_table(topic))
+            .unwrap_or_default()
+    }
+}
