@@ -47,7 +47,7 @@ use crate::message::Message;
 /// still bounding what a hostile broker can make us allocate.
 pub const MAX_INFLATED_BODY_LEN: usize = 4 * MAX_MESSAGE_SIZE;
 /// Prefix of retry topics (`%RETRY%<group>`).
-pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+pub use comet_protocol::naming::RETRY_GROUP_TOPIC_PREFIX;
 /// Region reported when a broker sends none.
 const DEFAULT_REGION: &str = comet_protocol::headers::DEFAULT_MSG_REGION;
 

@@ -13,6 +13,8 @@
 //! - [`MQClientApi`] is one async function per RPC, mapping responses to typed results.
 //! - [`producer::DefaultMQProducer`] and the consumers in [`consumer`] sit on top.
 
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod api;
 pub mod config;

@@ -28,8 +28,8 @@ use crate::producer::DefaultMQProducer;
 
 /// Most messages one key query returns (mqadmin `queryMsgByKey`'s default `maxNum`).
 pub const DEFAULT_QUERY_MAX_NUM: i32 = 64;
-/// Prefix of dead-letter topics (`%DLQ%<group>`).
-pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
+/// Dead-letter topics: their prefix and a group's (`%DLQ%<group>`).
+pub use comet_protocol::naming::{DLQ_GROUP_TOPIC_PREFIX, dlq_topic};
 /// Messages asked for per pull when walking a dead-letter queue.
 pub const DLQ_PULL_BATCH: i32 = 32;
 
@@ -51,11 +51,6 @@ pub struct DlqResendOutcome {
     pub topic: String,
     /// The send's error text, `None` when it was stored.
     pub error: Option<String>,
-}
-
-/// The dead-letter topic of a consumer group.
-pub fn dlq_topic(group: &str) -> String {
-    format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
 }
 
 impl MQAdmin {

@@ -20,7 +20,7 @@ use super::{MQAdmin, route_masters};
 use crate::error::{ClientError, Result};
 
 /// The template topic a created topic names as `defaultTopic` (RocketMQ's `TBW102`).
-pub const DEFAULT_TOPIC_TEMPLATE: &str = "TBW102";
+pub use comet_protocol::naming::AUTO_CREATE_TOPIC_KEY_TOPIC as DEFAULT_TOPIC_TEMPLATE;
 
 /// Where a topic is created.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -209,28 +209,14 @@ where
     MessageListener::Orderly(Arc::new(OrderlyFn(f)))
 }
 
-/// Wall-clock milliseconds since the Unix epoch (0 if the clock is before it), the unit RocketMQ
-/// uses for every timestamp it compares.
-pub(crate) fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+/// Wall-clock milliseconds since the Unix epoch, the unit RocketMQ uses for every timestamp it
+/// compares.
+pub(crate) use comet_protocol::time::now_millis;
 
 /// Milliseconds of a duration as RocketMQ's i64, saturating.
 pub(crate) fn duration_millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Prefix of a group's retry topic.
-pub use crate::api::RETRY_GROUP_TOPIC_PREFIX;
-
-/// `%RETRY%<group>`.
-pub fn retry_topic(group: &str) -> String {
-    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
-}
-
-/// Whether `topic` is a retry topic.
-pub fn is_retry_topic(topic: &str) -> bool {
-    topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
-}
+/// A group's retry topic (`%RETRY%<group>`), its prefix and its test.
+pub use comet_protocol::naming::{RETRY_GROUP_TOPIC_PREFIX, is_retry_topic, retry_topic};

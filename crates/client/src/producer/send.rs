@@ -3,11 +3,12 @@
 //! reached or answered a code another broker may not, at most 1 + `retry_times_when_send_failed`
 //! attempts (sync) or 1 + `retry_times_when_send_async_failed` (async), all within one deadline.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use comet_protocol::body::MessageQueue;
 use comet_protocol::code::ResponseCode;
 use comet_protocol::headers::SendMessageRequestHeader;
+use comet_protocol::time::now_millis;
 
 use super::prepare::Outgoing;
 use super::{CommunicationMode, ProducerInner, SendResult, SendStatus};
@@ -136,7 +137,7 @@ impl ProducerInner {
             default_topic_queue_nums: self.config.default_topic_queue_nums,
             queue_id: mq.queue_id,
             sys_flag: outgoing.sys_flag,
-            born_timestamp: now_ms(),
+            born_timestamp: now_millis(),
             flag: outgoing.msg.flag,
             properties: Some(outgoing.msg.properties().encode()),
             reconsume_times: Some(outgoing.reconsume_times.unwrap_or(0)),
@@ -187,12 +188,6 @@ fn is_retriable(error: &ClientError) -> bool {
             .any(|c| i32::from(*c) == *code),
         _ => false,
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub const SEND_MESSAGE_BACK_TIMEOUT: Duration = Duration::from_millis(5000);
 /// Producer group announced for the consumer's own sends to a retry topic.
 pub const CLIENT_INNER_PRODUCER_GROUP: &str = "CLIENT_INNER_PRODUCER";
 /// The template topic of auto-created topics.
-pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
+pub use comet_protocol::naming::AUTO_CREATE_TOPIC_KEY_TOPIC as AUTO_CREATE_TOPIC_KEY;
 /// Queue count asked for when a send auto-creates a topic.
 pub const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 4;
 
