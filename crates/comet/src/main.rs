@@ -143,8 +143,8 @@ fn parse_worker_threads(value: &std::ffi::OsStr) -> Result<usize> {
 /// the threads beside the runtime (commit-log flush, ConsumeQueue and index flush, the kernel's
 /// network and page-cache work on their behalf), at least one worker. On two cores, one worker
 /// instead of two cost 17-20 % less broker CPU at the same W3 load, cut W3's p99 by a quarter and
-/// left W1 and W5 as they were or slightly faster (BENCHMARKS.md, session 5): two workers mostly
-/// spent the difference waking each other.
+/// left W1 and W5 as they were or slightly faster: two workers mostly spent the difference
+/// waking each other.
 fn server_worker_threads(cores: usize) -> usize {
     cores.saturating_sub(1).max(1)
 }

@@ -1,7 +1,7 @@
 //! `NamesrvConfig`: every setting of the name server, its defaults and its validation, in one
 //! place.
 //!
-//! Defaults are RocketMQ's (fact sheet §8.1): port 9876, an expiry scan every 5 s, brokers
+//! Defaults are RocketMQ's: port 9876, an expiry scan every 5 s, brokers
 //! forgotten after 120 s without a registration. A broker may shorten or lengthen its own expiry
 //! with the `heartbeatTimeoutMillis` header of REGISTER_BROKER; the configured value applies to
 //! brokers that do not send it (every 4.x broker).

@@ -486,97 +486,20 @@ async fn produce(
 /// Runs the churn; the report says what was lost or out of order (the caller decides whether
 /// that fails).
 pub async fn run(config: &ChurnConfig) -> Result<ChurnReport> {
-    let options = ServeOptions::new(
-        config.comet_bin.clone(),
-        config.data_dir.clone(),
-        FlushMode::Async,
-    );
-    let serve = {
-        let options = options.clone();
-        tokio::task::spawn_blocking(move || Serve::start(&options))
-            .await
-            .map_err(|e| Error::NotReady(format!("start task failed: {e}")))??
-    };
+    let serve = start_serve(config).await?;
     let run_tag = format!(
         "{}-{}",
         std::process::id(),
         RUNS.fetch_add(1, Ordering::Relaxed)
     );
-    let mut producer_config = ProducerConfig::new(PRODUCER_GROUP, serve.namesrv.clone());
-    producer_config.default_topic_queue_nums = QUEUES;
-    producer_config.client.instance_name = format!("churn-producer-{run_tag}");
-    let producer = DefaultMQProducer::new(producer_config);
-    producer.start().await?;
-
+    let producer = start_producer(&serve, &run_tag).await?;
     let sent = Arc::new(Sent::default());
-    // The first send creates the topic, so consumers find a route when they join. In orderly
-    // mode it uses a key no producer task owns.
-    match config.mode {
-        ChurnMode::Concurrently => {
-            let id = sent.next_id.fetch_add(1, Ordering::Relaxed);
-            send_plain(&producer, &sent, id).await;
-        }
-        ChurnMode::Orderly => send_keyed(&producer, &sent, ORDER_KEYS, 0).await,
-    }
-    if sent.acked.lock().is_empty() {
-        return Err(Error::Violation(
-            "the first send was not acknowledged".into(),
-        ));
-    }
-
-    let producer_count = config.producers.max(1) as u64;
-    let mut producers = Vec::new();
-    for index in 0..producer_count {
-        producers.push(tokio::spawn(produce(
-            producer.clone(),
-            Arc::clone(&sent),
-            config.mode,
-            (index, producer_count),
-            config.send_pause,
-        )));
-    }
+    create_topic(&producer, &sent, config.mode).await?;
+    let producers = spawn_producers(&producer, &sent, config);
 
     let deliveries = Arc::new(Deliveries::default());
-    let mut rng = SeededRng::new(config.seed);
-    let mut live: VecDeque<ConsumerProcess> = VecDeque::new();
-    let mut started_count = 0u64;
-    let (mut killed, mut exited, mut exit_failures) = (0u64, 0u64, 0u64);
     let started = Instant::now();
-    live.push_back(ConsumerProcess::spawn(
-        config,
-        &serve.namesrv,
-        &run_tag,
-        started_count,
-        &deliveries,
-    )?);
-    started_count += 1;
-    let min_ms = u64::try_from(config.min_period.as_millis()).unwrap_or(u64::MAX);
-    let max_ms = u64::try_from(config.max_period.as_millis()).unwrap_or(u64::MAX);
-    while started.elapsed() < config.duration {
-        // Workload pacing, not synchronization: membership changes at seeded random intervals.
-        tokio::time::sleep(Duration::from_millis(rng.range(min_ms, max_ms))).await;
-        live.push_back(ConsumerProcess::spawn(
-            config,
-            &serve.namesrv,
-            &run_tag,
-            started_count,
-            &deliveries,
-        )?);
-        started_count += 1;
-        if live.len() > config.max_live_consumers.max(1) {
-            let victim = usize::try_from(rng.range(0, live.len() as u64)).unwrap_or(0);
-            let kill = rng.range(0, PERCENT) < config.kill_percent;
-            if let Some(consumer) = live.remove(victim) {
-                let ok = leave(consumer, kill).await?;
-                if kill {
-                    killed += 1;
-                } else {
-                    exited += 1;
-                    exit_failures += u64::from(!ok);
-                }
-            }
-        }
-    }
+    let mut members = churn_members(config, &serve.namesrv, &run_tag, &deliveries, started).await?;
     sent.stop.store(true, Ordering::Relaxed);
     for p in producers {
         let _ = p.await;
@@ -585,23 +508,8 @@ pub async fn run(config: &ChurnConfig) -> Result<ChurnReport> {
 
     // Drain: the remaining members must consume everything acknowledged.
     let acked: HashSet<u64> = sent.acked.lock().clone();
-    let drain_started = Instant::now();
-    loop {
-        let changed = deliveries.changed.notified();
-        let missing = {
-            let seen = deliveries.seen.lock();
-            acked.iter().filter(|id| !seen.contains(id)).count()
-        };
-        if missing == 0 || drain_started.elapsed() > config.drain_timeout {
-            break;
-        }
-        let _ = tokio::time::timeout(DRAIN_RECHECK, changed).await;
-    }
-    let drain = drain_started.elapsed();
-    for consumer in live {
-        exited += 1;
-        exit_failures += u64::from(!leave(consumer, false).await?);
-    }
+    let drain = drain(&deliveries, &acked, config.drain_timeout).await;
+    members.leave_all().await?;
     producer.shutdown().await;
     drop(serve);
 
@@ -613,14 +521,174 @@ pub async fn run(config: &ChurnConfig) -> Result<ChurnReport> {
         sends: attempted.len() as u64,
         acked: acked.len() as u64,
         send_failures: sent.failures.load(Ordering::Relaxed),
-        consumers_started: started_count,
-        consumers_killed: killed,
-        consumers_exited: exited,
-        consumer_exit_failures: exit_failures,
+        consumers_started: members.started,
+        consumers_killed: members.killed,
+        consumers_exited: members.exited,
+        consumer_exit_failures: members.exit_failures,
         deliveries: all.len() as u64,
         audit: audit(&all, &attempted, &acked, config.mode == ChurnMode::Orderly),
         drain,
     })
+}
+
+/// Starts `comet serve` (ASYNC_FLUSH) on the run's data directory.
+async fn start_serve(config: &ChurnConfig) -> Result<Serve> {
+    let options = ServeOptions::new(
+        config.comet_bin.clone(),
+        config.data_dir.clone(),
+        FlushMode::Async,
+    );
+    tokio::task::spawn_blocking(move || Serve::start(&options))
+        .await
+        .map_err(|e| Error::NotReady(format!("start task failed: {e}")))?
+}
+
+/// The run's producer, started against `serve`'s name server.
+async fn start_producer(serve: &Serve, run_tag: &str) -> Result<DefaultMQProducer> {
+    let mut producer_config = ProducerConfig::new(PRODUCER_GROUP, serve.namesrv.clone());
+    producer_config.default_topic_queue_nums = QUEUES;
+    producer_config.client.instance_name = format!("churn-producer-{run_tag}");
+    let producer = DefaultMQProducer::new(producer_config);
+    producer.start().await?;
+    Ok(producer)
+}
+
+/// The first send creates the topic, so consumers find a route when they join. In orderly mode
+/// it uses a key no producer task owns.
+async fn create_topic(producer: &DefaultMQProducer, sent: &Sent, mode: ChurnMode) -> Result<()> {
+    match mode {
+        ChurnMode::Concurrently => {
+            let id = sent.next_id.fetch_add(1, Ordering::Relaxed);
+            send_plain(producer, sent, id).await;
+        }
+        ChurnMode::Orderly => send_keyed(producer, sent, ORDER_KEYS, 0).await,
+    }
+    if sent.acked.lock().is_empty() {
+        return Err(Error::Violation(
+            "the first send was not acknowledged".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// One [`produce`] task per configured producer, all sharing `producer`.
+fn spawn_producers(
+    producer: &DefaultMQProducer,
+    sent: &Arc<Sent>,
+    config: &ChurnConfig,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let producer_count = config.producers.max(1) as u64;
+    let mut producers = Vec::new();
+    for index in 0..producer_count {
+        producers.push(tokio::spawn(produce(
+            producer.clone(),
+            Arc::clone(sent),
+            config.mode,
+            (index, producer_count),
+            config.send_pause,
+        )));
+    }
+    producers
+}
+
+/// The consumer processes of a run and what became of them.
+#[derive(Default)]
+struct Members {
+    live: VecDeque<ConsumerProcess>,
+    started: u64,
+    killed: u64,
+    exited: u64,
+    exit_failures: u64,
+}
+
+impl Members {
+    /// Starts one more consumer process.
+    fn join(
+        &mut self,
+        config: &ChurnConfig,
+        namesrv: &str,
+        run_tag: &str,
+        deliveries: &Arc<Deliveries>,
+    ) -> Result<()> {
+        self.live.push_back(ConsumerProcess::spawn(
+            config,
+            namesrv,
+            run_tag,
+            self.started,
+            deliveries,
+        )?);
+        self.started += 1;
+        Ok(())
+    }
+
+    /// The live member at `index` leaves: killed, or asked to exit.
+    async fn remove(&mut self, index: usize, kill: bool) -> Result<()> {
+        if let Some(consumer) = self.live.remove(index) {
+            let ok = leave(consumer, kill).await?;
+            if kill {
+                self.killed += 1;
+            } else {
+                self.exited += 1;
+                self.exit_failures += u64::from(!ok);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every live member exits gracefully.
+    async fn leave_all(&mut self) -> Result<()> {
+        for consumer in std::mem::take(&mut self.live) {
+            self.exited += 1;
+            self.exit_failures += u64::from(!leave(consumer, false).await?);
+        }
+        Ok(())
+    }
+}
+
+/// Membership churn until `config.duration` has passed since `started`: a consumer joins at
+/// seeded random intervals, and when that makes too many, a random one leaves (killed or
+/// exiting, seeded).
+async fn churn_members(
+    config: &ChurnConfig,
+    namesrv: &str,
+    run_tag: &str,
+    deliveries: &Arc<Deliveries>,
+    started: Instant,
+) -> Result<Members> {
+    let mut rng = SeededRng::new(config.seed);
+    let mut members = Members::default();
+    members.join(config, namesrv, run_tag, deliveries)?;
+    let min_ms = u64::try_from(config.min_period.as_millis()).unwrap_or(u64::MAX);
+    let max_ms = u64::try_from(config.max_period.as_millis()).unwrap_or(u64::MAX);
+    while started.elapsed() < config.duration {
+        // Workload pacing, not synchronization: membership changes at seeded random intervals.
+        tokio::time::sleep(Duration::from_millis(rng.range(min_ms, max_ms))).await;
+        members.join(config, namesrv, run_tag, deliveries)?;
+        if members.live.len() > config.max_live_consumers.max(1) {
+            let victim = usize::try_from(rng.range(0, members.live.len() as u64)).unwrap_or(0);
+            let kill = rng.range(0, PERCENT) < config.kill_percent;
+            members.remove(victim, kill).await?;
+        }
+    }
+    Ok(members)
+}
+
+/// Waits until every acknowledged message was delivered at least once, or `timeout` passed.
+/// Returns how long it waited.
+async fn drain(deliveries: &Deliveries, acked: &HashSet<u64>, timeout: Duration) -> Duration {
+    let drain_started = Instant::now();
+    loop {
+        let changed = deliveries.changed.notified();
+        let missing = {
+            let seen = deliveries.seen.lock();
+            acked.iter().filter(|id| !seen.contains(id)).count()
+        };
+        if missing == 0 || drain_started.elapsed() > timeout {
+            break;
+        }
+        let _ = tokio::time::timeout(DRAIN_RECHECK, changed).await;
+    }
+    drain_started.elapsed()
 }
 
 #[cfg(test)]

@@ -430,9 +430,28 @@ async fn audit(
     report: &mut CrashLoopReport,
 ) -> Result<()> {
     let client = RemotingClient::new(ClientConfig::default());
+    let stored = audit_queues(&client, serve, ledger, report).await?;
+    audit_acknowledged(&mut ledger.lock(), &stored, flush, report)?;
+    for q in 0..QUEUES {
+        let committed = wire::query_offset(&client, &serve.broker, GROUP, TOPIC, q).await?;
+        audit_committed_offset(&ledger.lock(), q, committed, kill_at, report)?;
+    }
+    client.shutdown().await;
+    report.audits += 1;
+    Ok(())
+}
+
+/// Pulls every queue whole: consecutive offsets, each holding an intact message a producer sent,
+/// none stored twice. Returns where each message is stored.
+async fn audit_queues(
+    client: &RemotingClient,
+    serve: &Serve,
+    ledger: &SharedLedger,
+    report: &mut CrashLoopReport,
+) -> Result<HashMap<u64, Stored>> {
     let mut stored: HashMap<u64, Stored> = HashMap::new();
     for q in 0..QUEUES {
-        let messages = wire::pull_all(&client, &serve.broker, AUDIT_GROUP, TOPIC, q).await?;
+        let messages = wire::pull_all(client, &serve.broker, AUDIT_GROUP, TOPIC, q).await?;
         let ledger = ledger.lock();
         for (expected, m) in (0_i64..).zip(&messages) {
             if m.topic != TOPIC || m.queue_id != q || m.queue_offset != expected {
@@ -461,103 +480,127 @@ async fn audit(
             }
         }
     }
-    {
-        let mut ledger = ledger.lock();
-        let mut newly_lost = Vec::new();
-        for (id, at) in &ledger.acked {
-            if ledger.lost.contains(id) {
-                continue;
-            }
-            match stored.get(id) {
-                Some(found) if found == at => {}
-                Some(found) => {
-                    return Err(Error::Violation(format!(
-                        "message {id} acknowledged at {at:?} but stored at {found:?}"
-                    )));
-                }
-                None => newly_lost.push(*id),
-            }
+    Ok(stored)
+}
+
+/// Every acknowledged message is stored where its ack said; one missing is lost (a violation
+/// under SYNC_FLUSH). Also counts the messages stored without an ack.
+fn audit_acknowledged(
+    ledger: &mut Ledger,
+    stored: &HashMap<u64, Stored>,
+    flush: FlushMode,
+    report: &mut CrashLoopReport,
+) -> Result<()> {
+    let mut newly_lost = Vec::new();
+    for (id, at) in &ledger.acked {
+        if ledger.lost.contains(id) {
+            continue;
         }
-        if !newly_lost.is_empty() && flush == FlushMode::Sync {
-            return Err(Error::Violation(format!(
-                "SYNC_FLUSH lost {} acknowledged messages, e.g. {:?}",
-                newly_lost.len(),
-                newly_lost.first()
-            )));
-        }
-        ledger.lost.extend(newly_lost);
-        report.stored_unacked = stored
-            .keys()
-            .filter(|id| !ledger.acked.contains_key(id))
-            .count() as u64;
-    }
-    let floor_time = kill_at.checked_sub(OFFSET_PERSIST_WINDOW + OFFSET_PERSIST_SLACK);
-    for q in 0..QUEUES {
-        let committed = wire::query_offset(&client, &serve.broker, GROUP, TOPIC, q).await?;
-        let ledger = ledger.lock();
-        let commits = ledger
-            .commits
-            .get(q as usize)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let ceiling = commits.iter().map(|(_, o)| *o).max();
-        let first = ledger
-            .incarnation_commits
-            .get(q as usize)
-            .copied()
-            .unwrap_or(0);
-        let started_with = ledger
-            .incarnation_start
-            .get(q as usize)
-            .copied()
-            .unwrap_or(0);
-        let floor = commits
-            .get(first..)
-            .unwrap_or_default()
-            .iter()
-            .filter(|(t, _)| floor_time.is_some_and(|f| *t <= f))
-            .max_by_key(|(_, o)| *o)
-            .map(|(t, o)| (*o, kill_at.saturating_duration_since(*t)))
-            .filter(|(o, _)| *o > started_with)
-            .or((started_with > 0).then_some((started_with, Duration::MAX)));
-        let have = committed.unwrap_or(0);
-        if let Some((floor, age)) = floor
-            && have < floor
-        {
-            let newest_kept = commits
-                .iter()
-                .filter(|(_, o)| *o <= have)
-                .map(|(t, _)| kill_at.saturating_duration_since(*t))
-                .min();
-            let age = if age == Duration::MAX {
-                "before the incarnation started".to_owned()
-            } else {
-                format!("{:.2}s before the kill", age.as_secs_f64())
-            };
-            return Err(Error::Violation(format!(
-                "queue {q}: committed offset {have} after restart, but {floor} was committed \
-                 {age} (persist window {OFFSET_PERSIST_WINDOW:?} + {OFFSET_PERSIST_SLACK:?} \
-                 slack); the offset kept was answered {newest_kept:.2?} before the kill"
-            )));
-        }
-        match ceiling {
-            Some(ceiling) if have > ceiling => {
+        match stored.get(id) {
+            Some(found) if found == at => {}
+            Some(found) => {
                 return Err(Error::Violation(format!(
-                    "queue {q}: committed offset {have} was never committed (highest {ceiling})"
+                    "message {id} acknowledged at {at:?} but stored at {found:?}"
                 )));
             }
-            Some(ceiling) => {
-                report.max_offset_regression = report.max_offset_regression.max(ceiling - have);
-            }
-            None if committed.is_some_and(|c| c > 0) => {
-                return Err(Error::Violation(format!(
-                    "queue {q}: committed offset {have} although nothing was committed"
-                )));
-            }
-            None => {}
+            None => newly_lost.push(*id),
         }
     }
-    client.shutdown().await;
-    report.audits += 1;
+    if !newly_lost.is_empty() && flush == FlushMode::Sync {
+        return Err(Error::Violation(format!(
+            "SYNC_FLUSH lost {} acknowledged messages, e.g. {:?}",
+            newly_lost.len(),
+            newly_lost.first()
+        )));
+    }
+    ledger.lost.extend(newly_lost);
+    report.stored_unacked = stored
+        .keys()
+        .filter(|id| !ledger.acked.contains_key(id))
+        .count() as u64;
     Ok(())
+}
+
+/// Queue `q`'s committed offset after the restart (`committed`) is at least the floor (see
+/// [`offset_floor`]) and at most the highest offset ever committed; records how far it moved
+/// back.
+fn audit_committed_offset(
+    ledger: &Ledger,
+    q: i32,
+    committed: Option<i64>,
+    kill_at: Instant,
+    report: &mut CrashLoopReport,
+) -> Result<()> {
+    let commits = ledger
+        .commits
+        .get(q as usize)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let ceiling = commits.iter().map(|(_, o)| *o).max();
+    let have = committed.unwrap_or(0);
+    if let Some((floor, age)) = offset_floor(ledger, q, kill_at)
+        && have < floor
+    {
+        let newest_kept = commits
+            .iter()
+            .filter(|(_, o)| *o <= have)
+            .map(|(t, _)| kill_at.saturating_duration_since(*t))
+            .min();
+        let age = if age == Duration::MAX {
+            "before the incarnation started".to_owned()
+        } else {
+            format!("{:.2}s before the kill", age.as_secs_f64())
+        };
+        return Err(Error::Violation(format!(
+            "queue {q}: committed offset {have} after restart, but {floor} was committed \
+             {age} (persist window {OFFSET_PERSIST_WINDOW:?} + {OFFSET_PERSIST_SLACK:?} \
+             slack); the offset kept was answered {newest_kept:.2?} before the kill"
+        )));
+    }
+    match ceiling {
+        Some(ceiling) if have > ceiling => Err(Error::Violation(format!(
+            "queue {q}: committed offset {have} was never committed (highest {ceiling})"
+        ))),
+        Some(ceiling) => {
+            report.max_offset_regression = report.max_offset_regression.max(ceiling - have);
+            Ok(())
+        }
+        None if committed.is_some_and(|c| c > 0) => Err(Error::Violation(format!(
+            "queue {q}: committed offset {have} although nothing was committed"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The lowest committed offset queue `q` may have after the kill at `kill_at`, with how long
+/// before the kill it was committed (`Duration::MAX`: before the incarnation started): the
+/// highest offset this incarnation committed more than the persist window (and its slack)
+/// before the kill, when above what the incarnation started with; else what it started with,
+/// when above zero.
+fn offset_floor(ledger: &Ledger, q: i32, kill_at: Instant) -> Option<(i64, Duration)> {
+    let floor_time = kill_at.checked_sub(OFFSET_PERSIST_WINDOW + OFFSET_PERSIST_SLACK);
+    let commits = ledger
+        .commits
+        .get(q as usize)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let first = ledger
+        .incarnation_commits
+        .get(q as usize)
+        .copied()
+        .unwrap_or(0);
+    let started_with = ledger
+        .incarnation_start
+        .get(q as usize)
+        .copied()
+        .unwrap_or(0);
+    commits
+        .get(first..)
+        .unwrap_or_default()
+        .iter()
+        .filter(|(t, _)| floor_time.is_some_and(|f| *t <= f))
+        .max_by_key(|(_, o)| *o)
+        .map(|(t, o)| (*o, kill_at.saturating_duration_since(*t)))
+        .filter(|(o, _)| *o > started_with)
+        .or((started_with > 0).then_some((started_with, Duration::MAX)))
 }

@@ -9,7 +9,7 @@
 //!   (`comet-reliability churn --orderly`) covers kills. First deliveries must follow queue
 //!   order and every order key's sequence. Usually ~15 s; when a handover meets cached messages
 //!   the giving member delays its unlock by 20 s (RocketMQ's `unlockDelay`), which lengthens the
-//!   drain (RELIABILITY.md §6).
+//!   drain (RELIABILITY.md, "Consumer churn").
 
 mod common;
 

@@ -70,8 +70,8 @@ fn segment_path(store: &Path, dir: &str, file_from: u64) -> PathBuf {
 }
 
 /// File position of `placed`'s body: the record holds it somewhere after its fixed fields
-/// (BODYLENGTH, BODY, TOPICLENGTH, TOPIC, PROPERTIESLENGTH, PROPERTIES come last, §5), so look
-/// for the exact bytes inside the record.
+/// (BODYLENGTH, BODY, TOPICLENGTH, TOPIC, PROPERTIESLENGTH, PROPERTIES come last in a CommitLog
+/// record), so look for the exact bytes inside the record.
 fn body_position(path: &Path, placed: &Placed) -> u64 {
     let log = std::fs::read(path).expect("read commit log");
     let start = usize::try_from(placed.commit_log_offset).expect("fits");

@@ -3,9 +3,9 @@
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
-use comet_client::admin::TopicTarget;
 use comet_client::admin::topic::{DEFAULT_ADMIN_QUEUE_NUMS, default_topic_config};
-use comet_protocol::body::{TopicFilterType, perm, to_standard_json};
+use comet_client::admin::{MQAdmin, TopicTarget};
+use comet_protocol::body::{TopicConfig, TopicFilterType, perm, to_standard_json};
 
 use super::{ConnectArgs, Table, format_millis};
 
@@ -75,11 +75,7 @@ pub async fn run(args: TopicArgs) -> Result<()> {
     outcome
 }
 
-async fn execute(
-    admin: &comet_client::admin::MQAdmin,
-    command: TopicCommand,
-    json: bool,
-) -> Result<()> {
+async fn execute(admin: &MQAdmin, command: TopicCommand, json: bool) -> Result<()> {
     match command {
         TopicCommand::Create {
             topic,
@@ -104,100 +100,126 @@ async fn execute(
             config.perm = permission;
             config.order = order;
             config.topic_filter_type = TopicFilterType::SingleTag;
-            let brokers = admin.create_topic(&target, &config).await?;
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"topic": topic, "brokers": brokers})
-                );
-            } else {
-                for b in brokers {
-                    println!("create topic {topic} to {b} success");
-                }
-            }
+            create(admin, &topic, &target, &config, json).await
         }
-        TopicCommand::List => {
-            let topics = admin.topic_list().await?;
-            if json {
-                println!("{}", serde_json::json!({ "topicList": topics }));
-            } else {
-                for t in topics {
-                    println!("{t}");
-                }
-            }
+        TopicCommand::List => list(admin, json).await,
+        TopicCommand::Route { topic } => route(admin, &topic, json).await,
+        TopicCommand::Stats { topic } => stats(admin, &topic, json).await,
+        TopicCommand::Delete { topic, cluster } => delete(admin, &topic, &cluster, json).await,
+    }
+}
+
+/// `topic create`: creates `config` on the target's brokers and names them.
+async fn create(
+    admin: &MQAdmin,
+    topic: &str,
+    target: &TopicTarget,
+    config: &TopicConfig,
+    json: bool,
+) -> Result<()> {
+    let brokers = admin.create_topic(target, config).await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"topic": topic, "brokers": brokers})
+        );
+    } else {
+        for b in brokers {
+            println!("create topic {topic} to {b} success");
         }
-        TopicCommand::Route { topic } => {
-            let route = admin.topic_route(&topic).await?;
-            if json {
-                println!("{}", to_standard_json(&route)?);
-                return Ok(());
-            }
-            let mut brokers = Table::new(["CLUSTER", "BROKER", "ID", "ADDRESS"]);
-            for bd in &route.broker_datas {
-                for (id, addr) in &bd.broker_addrs {
-                    brokers.row([
-                        bd.cluster.clone(),
-                        bd.broker_name.clone(),
-                        id.to_string(),
-                        addr.clone(),
-                    ]);
-                }
-            }
-            brokers.print();
-            println!();
-            let mut queues = Table::new(["BROKER", "READ", "WRITE", "PERM"]);
-            for qd in &route.queue_datas {
-                queues.row([
-                    qd.broker_name.clone(),
-                    qd.read_queue_nums.to_string(),
-                    qd.write_queue_nums.to_string(),
-                    perm::to_text(qd.perm),
-                ]);
-            }
-            queues.print();
+    }
+    Ok(())
+}
+
+/// `topic list`.
+async fn list(admin: &MQAdmin, json: bool) -> Result<()> {
+    let topics = admin.topic_list().await?;
+    if json {
+        println!("{}", serde_json::json!({ "topicList": topics }));
+    } else {
+        for t in topics {
+            println!("{t}");
         }
-        TopicCommand::Stats { topic } => {
-            let stats = admin.topic_stats(&topic).await?;
-            let mut rows: Vec<_> = stats.offset_table.iter().collect();
-            rows.sort_by(|a, b| a.0.cmp(b.0));
-            if json {
-                let queues: Vec<_> = rows
-                    .iter()
-                    .map(|(mq, o)| {
-                        serde_json::json!({
-                            "brokerName": mq.broker_name, "queueId": mq.queue_id,
-                            "minOffset": o.min_offset, "maxOffset": o.max_offset,
-                            "lastUpdateTimestamp": o.last_update_timestamp,
-                        })
-                    })
-                    .collect();
-                println!("{}", serde_json::json!({"topic": topic, "queues": queues}));
-                return Ok(());
-            }
-            let mut table =
-                Table::new(["BROKER", "QID", "MIN_OFFSET", "MAX_OFFSET", "LAST_UPDATED"]);
-            for (mq, o) in rows {
-                table.row([
-                    mq.broker_name.clone(),
-                    mq.queue_id.to_string(),
-                    o.min_offset.to_string(),
-                    o.max_offset.to_string(),
-                    format_millis(o.last_update_timestamp),
-                ]);
-            }
-            table.print();
+    }
+    Ok(())
+}
+
+/// `topic route`: the brokers, then the queues.
+async fn route(admin: &MQAdmin, topic: &str, json: bool) -> Result<()> {
+    let route = admin.topic_route(topic).await?;
+    if json {
+        println!("{}", to_standard_json(&route)?);
+        return Ok(());
+    }
+    let mut brokers = Table::new(["CLUSTER", "BROKER", "ID", "ADDRESS"]);
+    for bd in &route.broker_datas {
+        for (id, addr) in &bd.broker_addrs {
+            brokers.row([
+                bd.cluster.clone(),
+                bd.broker_name.clone(),
+                id.to_string(),
+                addr.clone(),
+            ]);
         }
-        TopicCommand::Delete { topic, cluster } => {
-            admin.delete_topic(&topic, &cluster).await?;
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"deleted": topic, "cluster": cluster})
-                );
-            } else {
-                println!("delete topic [{topic}] from cluster [{cluster}] success");
-            }
-        }
+    }
+    brokers.print();
+    println!();
+    let mut queues = Table::new(["BROKER", "READ", "WRITE", "PERM"]);
+    for qd in &route.queue_datas {
+        queues.row([
+            qd.broker_name.clone(),
+            qd.read_queue_nums.to_string(),
+            qd.write_queue_nums.to_string(),
+            perm::to_text(qd.perm),
+        ]);
+    }
+    queues.print();
+    Ok(())
+}
+
+/// `topic stats`: every queue's offsets, in queue order.
+async fn stats(admin: &MQAdmin, topic: &str, json: bool) -> Result<()> {
+    let stats = admin.topic_stats(topic).await?;
+    let mut rows: Vec<_> = stats.offset_table.iter().collect();
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    if json {
+        let queues: Vec<_> = rows
+            .iter()
+            .map(|(mq, o)| {
+                serde_json::json!({
+                    "brokerName": mq.broker_name, "queueId": mq.queue_id,
+                    "minOffset": o.min_offset, "maxOffset": o.max_offset,
+                    "lastUpdateTimestamp": o.last_update_timestamp,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::json!({"topic": topic, "queues": queues}));
+        return Ok(());
+    }
+    let mut table = Table::new(["BROKER", "QID", "MIN_OFFSET", "MAX_OFFSET", "LAST_UPDATED"]);
+    for (mq, o) in rows {
+        table.row([
+            mq.broker_name.clone(),
+            mq.queue_id.to_string(),
+            o.min_offset.to_string(),
+            o.max_offset.to_string(),
+            format_millis(o.last_update_timestamp),
+        ]);
+    }
+    table.print();
+    Ok(())
+}
+
+/// `topic delete`.
+async fn delete(admin: &MQAdmin, topic: &str, cluster: &str, json: bool) -> Result<()> {
+    admin.delete_topic(topic, cluster).await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"deleted": topic, "cluster": cluster})
+        );
+    } else {
+        println!("delete topic [{topic}] from cluster [{cluster}] success");
     }
     Ok(())
 }

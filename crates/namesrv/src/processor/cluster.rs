@@ -1,6 +1,6 @@
 //! GET_BROKER_CLUSTER_INFO: the cluster layout (`mqadmin clusterList`, and clients looking for
 //! a broker of a cluster). The body is always fastjson's legacy form with bare broker-id keys,
-//! as the Java name server writes it (fact sheet §4.2).
+//! as the Java name server writes it.
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! GET_ROUTEINFO_BY_TOPIC: what every producer and consumer asks every 30 s.
 //!
-//! The body's JSON form depends on the asker (fact sheet §1.6): clients of version ≥ 4.9.4
+//! The body's JSON form depends on the asker: clients of version ≥ 4.9.4
 //! (request `version >= 401`) or that send `acceptStandardJsonOnly=true` get standard JSON
 //! (`"brokerAddrs":{"0":"…"}`); older Java clients and the Go client get fastjson's legacy form
 //! with bare numeric keys (`"brokerAddrs":{0:"…"}`), which is what they were written against.

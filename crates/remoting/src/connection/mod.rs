@@ -43,30 +43,28 @@
 //! connection open until the server closes it, so in-flight responses can still be written.
 
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use comet_protocol::RemotingCommand;
-use comet_protocol::code::ResponseCode;
-use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{Semaphore, TryAcquireError, mpsc};
-use tokio_util::codec::FramedRead;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::channel::Channel;
-use crate::codec::{Frame, RemotingCodec};
+use crate::codec::Frame;
 use crate::error::RemotingError;
 use crate::held::HeldResponses;
 use crate::limits::{
-    READ_BUFFER_CAPACITY, WRITE_BATCH_MAX_FRAMES, WRITE_COALESCE_BYTES, WRITE_DIRECT_THRESHOLD,
-    WRITE_DRAIN_TIMEOUT, WRITE_MAX_PARTS,
+    WRITE_BATCH_MAX_FRAMES, WRITE_COALESCE_BYTES, WRITE_DIRECT_THRESHOLD, WRITE_DRAIN_TIMEOUT,
+    WRITE_MAX_PARTS,
 };
-use crate::overload::OverloadReason;
 use crate::processor::Dispatcher;
+
+mod reader;
+
+use reader::read_loop;
 
 /// Per-connection settings, derived from the server or client config.
 #[derive(Debug, Clone, Copy)]
@@ -176,257 +174,6 @@ where
     ctx.connections
         .spawn(read_loop(channel.clone(), read_half, ctx.clone()));
     channel
-}
-
-enum ReadEvent {
-    Frame(RemotingCommand),
-    Idle,
-    Eof,
-    Failed(RemotingError),
-}
-
-async fn next_event<R: AsyncRead + Unpin>(
-    reader: &mut FramedRead<R, RemotingCodec>,
-    idle: Option<Duration>,
-) -> ReadEvent {
-    let next = match idle {
-        Some(idle) => match tokio::time::timeout(idle, reader.next()).await {
-            Ok(next) => next,
-            Err(_) => return ReadEvent::Idle,
-        },
-        None => reader.next().await,
-    };
-    ReadEvent::from(next)
-}
-
-impl From<Option<Result<RemotingCommand, RemotingError>>> for ReadEvent {
-    fn from(next: Option<Result<RemotingCommand, RemotingError>>) -> Self {
-        match next {
-            Some(Ok(cmd)) => ReadEvent::Frame(cmd),
-            Some(Err(e)) => ReadEvent::Failed(e),
-            None => ReadEvent::Eof,
-        }
-    }
-}
-
-async fn read_loop<R: AsyncRead + Unpin>(channel: Channel, read_half: R, ctx: ConnectionContext) {
-    let mut reader =
-        FramedRead::with_capacity(read_half, RemotingCodec::new(), READ_BUFFER_CAPACITY);
-    let max_in_flight = ctx.options.max_in_flight.max(1);
-    let permits = Arc::new(Semaphore::new(max_in_flight));
-    let close = channel.close_token().clone();
-    let peer = channel.remote_addr();
-    // Requests run here inline produce their responses on this task (see `process_request`).
-    // A response made anywhere else comes from a request that waited (see `write_loop`).
-    let gather_from = Waited {
-        reader: tokio::task::try_id(),
-        gather: ctx.options.gather_waited_responses,
-    };
-    let mut stopped = false;
-    // Requests spawned (they had to wait) since the reader last let them run.
-    let mut waiting_since_yield = 0usize;
-    loop {
-        if ctx.options.pause_reads_when_congested && !channel.is_writable() {
-            let queued = channel.queued_bytes();
-            ctx.dispatcher.overload().report(
-                OverloadReason::ReadsPaused,
-                peer,
-                &format!("{queued} bytes of responses unsent"),
-            );
-            let drained = async {
-                match ctx.options.idle_timeout {
-                    Some(idle) => tokio::time::timeout(idle, channel.writable()).await.is_ok(),
-                    None => {
-                        channel.writable().await;
-                        true
-                    }
-                }
-            };
-            let drained = tokio::select! {
-                biased;
-                _ = close.cancelled() => break,
-                _ = ctx.stop.cancelled() => { stopped = true; break }
-                drained = drained => drained,
-            };
-            if !drained {
-                tracing::warn!(peer = %peer, queued = channel.queued_bytes(),
-                    "closing connection: its responses did not drain within the idle timeout");
-                if let Some(listener) = ctx.dispatcher.listener() {
-                    listener.on_idle(&channel);
-                }
-                break;
-            }
-            continue;
-        }
-        // The common case first, without waiting: a permit is free and the next frame is
-        // already read. Only a real wait goes through `select!` with the close and stop tokens,
-        // whose `cancelled()` futures each take their token's lock to register a waiter and again
-        // to remove it: four lock round trips per request, on both sides of every connection.
-        if close.is_cancelled() {
-            break;
-        }
-        if ctx.stop.is_cancelled() {
-            stopped = true;
-            break;
-        }
-        // The semaphore's `acquire` counted against the task's cooperative budget; the fast
-        // path must too, or a reader with a full buffer of inline requests would never yield.
-        tokio::task::consume_budget().await;
-        let permit = match Arc::clone(&permits).try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(TryAcquireError::Closed) => break,
-            Err(TryAcquireError::NoPermits) => tokio::select! {
-                biased;
-                _ = close.cancelled() => break,
-                _ = ctx.stop.cancelled() => { stopped = true; break }
-                permit = Arc::clone(&permits).acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => break,
-                },
-            },
-        };
-        // Polling the reader once is safe to repeat: a frame is either returned or stays
-        // buffered, and a pending poll only registers the waker the `select!` registers again.
-        let ready = std::future::poll_fn(|cx| Poll::Ready(reader.poll_next_unpin(cx))).await;
-        let event = match ready {
-            Poll::Ready(next) => ReadEvent::from(next),
-            Poll::Pending => tokio::select! {
-                biased;
-                _ = close.cancelled() => break,
-                _ = ctx.stop.cancelled() => { stopped = true; break }
-                event = next_event(&mut reader, ctx.options.idle_timeout) => event,
-            },
-        };
-        match event {
-            ReadEvent::Frame(cmd) if cmd.is_response() => {
-                if !channel.complete(cmd) {
-                    tracing::debug!(peer = %peer, "response for a request nobody waits for (timed out?)");
-                }
-            }
-            ReadEvent::Frame(cmd) => {
-                let dispatcher = Arc::clone(&ctx.dispatcher);
-                let channel = channel.clone();
-                let mut request = Box::pin(async move {
-                    let _permit = permit;
-                    // A response not yet produced costs nothing: hold two-way requests back
-                    // while the peer is not reading. If the connection closes meanwhile, the
-                    // request is not processed: its caller sees the close, and since nothing
-                    // was done, retrying it is safe.
-                    if !cmd.is_oneway() && !channel.is_writable() {
-                        channel.writable().await;
-                        if !channel.is_active() {
-                            tracing::debug!(peer = %channel.remote_addr(), code = cmd.code,
-                                "connection closed while the request was held; not processed");
-                            return;
-                        }
-                    }
-                    process_request(&dispatcher, &channel, cmd, gather_from).await;
-                });
-                // Run the request here as far as it goes without waiting (a send under
-                // ASYNC_FLUSH, a heartbeat, a pull that finds messages: all of it). Only a request
-                // that has to wait (a flush, a held pull, a call to another peer) becomes a task
-                // of its own. This saves a task spawn and, on a multi-threaded runtime, the wake-up
-                // of another worker thread per request, which cost more than the work itself.
-                let finished = ctx.options.run_requests_inline
-                    && std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx).is_ready()))
-                        .await;
-                if !finished {
-                    ctx.requests.spawn(request);
-                    // Let every few waiting requests start their wait before reading on: sends
-                    // under SYNC_FLUSH then write their records and ask for the group commit
-                    // while the rest of the read is still being appended, so the flush overlaps
-                    // the reading instead of following it (see `ConnectionOptions`).
-                    waiting_since_yield += 1;
-                    if waiting_since_yield >= ctx.options.yield_after_waiting_requests {
-                        waiting_since_yield = 0;
-                        tokio::task::yield_now().await;
-                    }
-                }
-            }
-            ReadEvent::Idle => {
-                // Our own permit is held while reading; anything else missing is being processed.
-                let processing = permits.available_permits() + 1 < max_in_flight;
-                if processing || channel.pending_requests() > 0 {
-                    continue;
-                }
-                tracing::info!(peer = %peer, "closing idle connection");
-                if let Some(listener) = ctx.dispatcher.listener() {
-                    listener.on_idle(&channel);
-                }
-                break;
-            }
-            ReadEvent::Eof => {
-                tracing::debug!(peer = %peer, "connection closed by peer");
-                break;
-            }
-            ReadEvent::Failed(error) => {
-                match &error {
-                    RemotingError::Io(e) => {
-                        tracing::debug!(peer = %peer, error = %e, "read failed")
-                    }
-                    other => {
-                        tracing::warn!(peer = %peer, reason = %other, "undecodable frame, closing connection")
-                    }
-                }
-                if let Some(listener) = ctx.dispatcher.listener() {
-                    listener.on_exception(&channel, &error);
-                }
-                break;
-            }
-        }
-    }
-    if stopped {
-        // Shutting down: take no more requests, but keep the connection until it is closed so
-        // the responses of requests still in flight can be written.
-        close.cancelled().await;
-    }
-    channel.close();
-    if let Some(listener) = ctx.dispatcher.listener() {
-        listener.on_close(&channel);
-    }
-}
-
-/// How a response tells that its request had to wait: it is produced on another task than the
-/// connection's reader.
-#[derive(Clone, Copy)]
-struct Waited {
-    reader: Option<tokio::task::Id>,
-    /// Whether such responses are marked [`Frame::gather`].
-    gather: bool,
-}
-
-/// Runs one request and queues its response.
-async fn process_request(
-    dispatcher: &Dispatcher,
-    channel: &Channel,
-    request: RemotingCommand,
-    waited: Waited,
-) {
-    let code = request.code;
-    let Some(response) = dispatcher.dispatch(channel, request).await else {
-        return;
-    };
-    let opaque = response.opaque;
-    let serialize_type = response.serialize_type;
-    let gather = waited.gather && tokio::task::try_id() != waited.reader;
-    match channel.send_response_from(response, gather).await {
-        Ok(()) => {}
-        Err(RemotingError::Protocol(e)) => {
-            tracing::error!(peer = %channel.remote_addr(), code, error = %e, "response cannot be encoded");
-            let mut fallback = RemotingCommand::response(
-                ResponseCode::SystemError,
-                Some(format!("response cannot be encoded: {e}")),
-            );
-            fallback.opaque = opaque;
-            fallback.serialize_type = serialize_type;
-            if let Err(e) = channel.send_response(fallback).await {
-                tracing::debug!(peer = %channel.remote_addr(), error = %e, "error response not sent");
-            }
-        }
-        Err(e) => {
-            tracing::debug!(peer = %channel.remote_addr(), code, error = %e, "response not sent")
-        }
-    }
 }
 
 /// The writer task.
@@ -654,9 +401,10 @@ async fn write_parts<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use std::pin::Pin;
-    use std::task::Context;
+    use std::task::{Context, Poll};
 
     use bytes::Bytes;
+    use comet_protocol::RemotingCommand;
 
     use parking_lot::Mutex;
     use tokio::sync::oneshot;
