@@ -37,3 +37,9 @@ pub use producer::{
     LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
 };
 pub use route::TopicPublishInfo;
+
+/// The SDK page of the user guide, `docs/client-sdk.md`: its ```` ```rust,no_run ```` blocks are
+/// the programs of `examples/`, compiled here as doc tests (`cargo test -p comet-client --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/client-sdk.md")]
+pub struct ClientSdkGuide;
