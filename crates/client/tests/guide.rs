@@ -589,8 +589,8 @@ async fn transactions_deliver_committed_and_checked_messages_only() {
     let _serial = SERIAL.lock().await;
     // Check undecided transactions every 200 ms once they are 500 ms old.
     let cluster = Cluster::start_with(|config, _| {
-        config.transaction_check_interval = 200;
-        config.transaction_time_out = 500;
+        config.transaction_check_interval_ms = 200;
+        config.transaction_timeout_ms = 500;
     })
     .await;
     let topic = "GuideTransactionTopic";
