@@ -36,7 +36,7 @@ LITERAL_HEADER_KEYS = {"topic", "bname", "commitOrRollback", "fromTransactionChe
 # producer picks queues round-robin from a random start) are masked.
 LITERAL_PROPERTIES = {"TRAN_MSG", "WAIT", "REAL_TOPIC", "TRANSACTION_CHECK_TIMES",
                       "MSG_REGION", "TRACE_ON", "PGROUP", "TAGS", "KEYS", "cometTx"}
-# Fixed part of a stored record up to BORNHOST (§5.1): TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG,
+# Fixed part of a stored record up to BORNHOST: TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG,
 # QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP.
 RECORD_HEAD = ">iiiiiqqiq"
 BORNHOST_V6_FLAG = 0x10
