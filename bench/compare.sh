@@ -451,7 +451,7 @@ done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 # The ceiling is measured after the workloads, not before: its 2 GiB dd left the filesystem busy
 # (writeback, then freeing the file's blocks) under the first workload's start, even after a
-# sync (Comet's W1 start was seen at 112 and 54 ms against 14-32 ms when measured after).
+# sync (with the ceiling measured first, Comet's W1 start took 112 and 54 ms against 14-32 ms otherwise).
 ceiling
 
 # ---- report ---------------------------------------------------------------------------------------
