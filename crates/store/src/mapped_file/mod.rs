@@ -3,7 +3,7 @@
 //! RocketMQ writes every store file through a shared memory map: appends are plain memory
 //! copies into the page cache, reads hand out slices of the same pages, and durability is an
 //! explicit `msync` (the "flush"). We do the same with [`memmap2::MmapRaw`] behind an `Arc`, so a
-//! read can return a zero-copy [`Bytes`] that keeps the mapping alive even after the file was
+//! read can return a zero-copy [`Bytes`](bytes::Bytes) that keeps the mapping alive even after the file was
 //! deleted by retention (the kernel keeps an unlinked, still-mapped file around).
 //!
 //! Concurrency contract:
@@ -327,7 +327,7 @@ impl MappedFile {
         self.appended_position() >= self.file_size
     }
 
-    /// Deletes the file from disk; outstanding [`Bytes`] slices stay readable.
+    /// Deletes the file from disk; outstanding [`Bytes`](bytes::Bytes) slices stay readable.
     pub fn unlink(&self) -> Result<(), StoreError> {
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
