@@ -387,6 +387,13 @@ impl CommitLogFlusher {
         let target = self.commit_log.max_offset();
         let before = self.commit_log.flushed_where();
         let flushed = self.commit_log.mapped_file_queue().flush(least_pages)?;
+        // The durable end never passes the written end: the checkpoint and the SYNC_FLUSH
+        // answers below would otherwise count unwritten bytes as durable.
+        let written = self.commit_log.max_offset();
+        assert!(
+            flushed <= written,
+            "commit log flushed to {flushed}, past its written end {written}"
+        );
         if flushed >= target && ts > 0 {
             self.checkpoint.set_physic_msg_timestamp(ts);
         }
@@ -701,6 +708,26 @@ mod tests {
         }
         assert!(flushes.load(Ordering::SeqCst) >= 1);
         flusher.shutdown();
+    }
+
+    /// Every flush leaves the durable end at the written end, never past it, and the
+    /// checkpoint's CommitLog timestamp is then the newest (flushed) record's.
+    #[test]
+    fn flushes_never_pass_the_written_end_and_the_checkpoint_follows_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (commit_log, flusher, _) = parts(dir.path(), FlushDiskType::AsyncFlush);
+        for _ in 0..5 {
+            append_test_message(&commit_log, "Flushed", 0, 300);
+            let flushed = flusher.flush_all().expect("flush");
+            assert_eq!(flushed, commit_log.max_offset());
+            assert_eq!(commit_log.flushed_where(), flushed);
+            let newest = commit_log
+                .mapped_file_queue()
+                .last_file()
+                .map_or(0, |f| f.store_timestamp());
+            assert!(newest > 0);
+            assert_eq!(flusher.checkpoint.physic_msg_timestamp(), newest);
+        }
     }
 
     struct FixedProgress(i64);
