@@ -1,4 +1,4 @@
-//! The `checkpoint` file (§6.4): how far each derived structure was durable at the last flush.
+//! The `checkpoint` file: how far each derived structure was durable at the last flush.
 //!
 //! Abnormal recovery uses it to pick the CommitLog segment to start verifying from: everything
 //! stored before `min(physicMsgTimestamp, logicsMsgTimestamp) - 3 s` is known to be both in the

@@ -1,4 +1,4 @@
-//! The CommitLog: every message of every topic, appended back to back in segment files (§6.1).
+//! The CommitLog: every message of every topic, appended back to back in segment files.
 //!
 //! An append assigns the message its physical offset (where it lands), its queue offset (the
 //! next slot of its topic/queue, from the `topic-queueId → next offset` table that recovery
@@ -76,7 +76,8 @@ pub struct AppendMessageResult {
     pub wrote_offset: i64,
     /// Bytes of all records written (BLANK padding excluded).
     pub wrote_bytes: usize,
-    /// Offset message id (§5.7); comma-joined for a batch.
+    /// Offset message id (uppercase hex of the store host and the record's CommitLog offset);
+    /// comma-joined for a batch.
     pub msg_id: String,
     pub store_timestamp: i64,
     /// Queue offset of the first record (0 for prepared/rollback transaction records).
@@ -122,7 +123,7 @@ impl PutMessageResult {
     }
 }
 
-/// A batch to store as consecutive records of one queue (SEND_BATCH_MESSAGE, §5.6): the header's
+/// A batch to store as consecutive records of one queue (SEND_BATCH_MESSAGE): the header's
 /// topic, queue, sys flag, born/store info, and each inner message's flag, body and properties.
 #[derive(Debug, Clone)]
 pub struct MessageExtBatch {
@@ -137,7 +138,7 @@ pub struct MessageExtBatch {
 }
 
 impl MessageExtBatch {
-    /// Decodes a SEND_BATCH_MESSAGE body (§5.6) into a batch for `topic`/`queue_id`.
+    /// Decodes a SEND_BATCH_MESSAGE body into a batch for `topic`/`queue_id`.
     pub fn from_body(
         topic: impl Into<String>,
         queue_id: i32,

@@ -12,16 +12,15 @@
 //! then the registered [`MessageArrivingListener`], which wakes long-polling pull requests.
 //!
 //! Under ASYNC_FLUSH the appending thread dispatches its own record right after the append
-//! ([`ReputService::dispatch_now`]): waking a dispatch thread for every message cost more CPU
-//! (a context switch per message) than the dispatch itself, and a hop of latency before the
-//! listener. Only one caller dispatches at a time; an append that finds a dispatch running leaves
-//! its record to that one, which looks again before it stops, so no record waits for a timer.
-//! Under SYNC_FLUSH records become dispatchable only when flushed, so the flush thread
-//! dispatches them itself, right after it answered the sends its flush covered: waking this
-//! thread after every group commit cost a context switch per flush (W2: broker CPU per send
-//! 21 → 19 µs, 40–42 k → 41–44 k msg/s). The thread runs in both modes as a backstop on a slow
-//! timer. The same [`Dispatcher`] is used synchronously by recovery to re-dispatch the log
-//! tail.
+//! ([`ReputService::dispatch_now`]): waking a dispatch thread for every message cost more CPU (a
+//! context switch per message) than the dispatch itself, and a hop of latency before the listener.
+//! Only one caller dispatches at a time; an append that finds a dispatch running leaves its record
+//! to that one, which looks again before it stops, so no record waits for a timer. Under SYNC_FLUSH
+//! records become dispatchable only when flushed, so the flush thread dispatches them itself, right
+//! after it answered the sends its flush covered: waking this thread after every group commit cost
+//! a context switch per flush (32 synchronous SYNC_FLUSH senders: broker CPU per send 21 → 19 µs,
+//! 40–42 k → 41–44 k msg/s). The thread runs in both modes as a backstop on a slow timer. The same
+//! [`Dispatcher`] is used synchronously by recovery to re-dispatch the log tail.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -55,7 +54,7 @@ pub struct MessageArrival<'a> {
     pub max_offset: i64,
     pub tags_code: i64,
     pub store_timestamp: i64,
-    /// Raw properties string (§5.4), for SQL92-style filters.
+    /// Raw properties string (`name 0x01 value 0x02` pairs), for SQL92-style filters.
     pub properties: &'a [u8],
 }
 

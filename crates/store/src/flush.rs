@@ -164,8 +164,8 @@ enum Pending {
     Commit,
     /// Writes them unless a writer holds the lock (it is appending or committing): the periodic
     /// flushes, for records whose writer never committed them (a connection closed before its
-    /// answer went out). The flush thread does not queue behind a writer (W2 profile: one
-    /// `sched_yield` of the lock's spin per group commit).
+    /// answer went out). The flush thread does not queue behind a writer (a profile under
+    /// SYNC_FLUSH load showed one `sched_yield` of the lock's spin per group commit).
     CommitIfUncontended,
     /// Leaves them: a group commit with waiters. Each waiting put committed its own record
     /// before it asked for the flush; the records pending now belong to sends still being read,
@@ -189,9 +189,9 @@ pub const GROUP_COMMIT_POLL_MIN: Duration = Duration::from_micros(50);
 /// wake-up of a thread whose vCPU halted costs tens of microseconds on every group commit's
 /// path, twice when the thread's answer then wakes a sleeping tokio worker. Flushing on the
 /// connection's own thread avoided the hand-off but blocked that thread for the msync, so the
-/// next sends were read only after it. W2s probes on one connection (32 senders, 10 s,
-/// alternating): 44–53 k msg/s flushing on the connection's thread, 54–57 k through a thread
-/// polling 300 µs, 62–69 k polling 1.5 ms (`BENCHMARKS.md`, session 25).
+/// next sends were read only after it. Measured with 32 synchronous SYNC_FLUSH senders on one
+/// connection (10 s runs, alternated): 44–53 k msg/s flushing on the connection's thread,
+/// 54–57 k through a thread polling 300 µs, 62–69 k polling 1.5 ms.
 ///
 /// Why adapt: polling burns the core it runs on when nobody yields to it, so a thread that
 /// polls in vain (sends sparser than the window) narrows its window until it sleeps at once,
@@ -516,12 +516,11 @@ pub trait DispatchProgress: Send + Sync {
 ///
 /// The newest IndexFile is flushed on this period only under `messageIndexSafe`, when recovery
 /// relies on the index timestamp; otherwise, as in RocketMQ, an IndexFile is flushed once it is
-/// full and at shutdown. Its hash slots are written all over its 20 MB: an msync every second
-/// wrote back and write-protected thousands of slot pages, each cleaned page costing the dispatch
-/// path a write fault and the CPUs running the broker a TLB shoot-down (BENCHMARKS.md, session
-/// 14). A process crash loses nothing either way (the page cache keeps the mapping's writes);
-/// after a power loss, entries the kernel had not yet written back are missing from the index,
-/// as in RocketMQ without `messageIndexSafe`.
+/// full and at shutdown. Its hash slots are written all over its 20 MB: an msync every second wrote
+/// back and write-protected thousands of slot pages, each cleaned page costing the dispatch path a
+/// write fault and the CPUs running the broker a TLB shoot-down. A process crash loses nothing
+/// either way (the page cache keeps the mapping's writes); after a power loss, entries the kernel
+/// had not yet written back are missing from the index, as in RocketMQ without `messageIndexSafe`.
 pub struct FlushConsumeQueueService {
     queues: Arc<ConsumeQueueTable>,
     index: Option<Arc<RwLock<IndexService>>>,

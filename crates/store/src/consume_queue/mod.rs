@@ -312,7 +312,7 @@ impl ConsumeQueue {
             .map(|last| last.file_from_offset() + file_size);
         assert!(
             from % file_size == 0 && expected.is_none_or(|expected| from == expected),
-            "{}-{}: new consume queue file at {from}, expected {expected:?} (files of {file_size} bytes)",
+            "{}-{}: new consume queue file at {from}, expected {expected:?} ({file_size} bytes each)",
             self.topic,
             self.queue_id
         );

@@ -191,15 +191,16 @@ impl MappedFile {
     /// nothing; returns how many bytes it allocated, or `None` when the filesystem cannot
     /// (`fallocate` unsupported: nothing was changed).
     ///
-    /// Why: in a sparse file the block of a page is allocated when the page is first written
-    /// back, and on ext4 that writeback holds the file's block-map lock (`i_data_sem`) while it
+    /// Why: in a sparse file the block of a page is allocated when the page is first written back,
+    /// and on ext4 that writeback holds the file's block-map lock (`i_data_sem`) while it
     /// allocates; a `pwrite` into a page the file never had takes the same lock for its delayed
-    /// allocation, so under ASYNC_FLUSH an append waited for the timed flush's allocation: 9
-    /// stalls of 1–22 ms (76–127 ms in all) per 6 s of W1 on this box, with the appending
-    /// thread off CPU in `ext4_da_get_block_prep → down_write`. Into allocated (unwritten)
-    /// blocks the append finds its mapping without that lock. Unlike [`MappedFile::zero_ahead`]
-    /// nothing is written twice, which is why ASYNC_FLUSH uses this; SYNC_FLUSH uses zeros
-    /// because its msync into unwritten blocks also converts them (measured slower).
+    /// allocation, so under ASYNC_FLUSH an append waited for the timed flush's allocation: 9 stalls
+    /// of 1–22 ms (76–127 ms in all) per 6 s of 32 synchronous senders on this box, with the
+    /// appending thread off CPU in `ext4_da_get_block_prep → down_write`. Into allocated
+    /// (unwritten) blocks the append finds its mapping without that lock. Unlike
+    /// [`MappedFile::zero_ahead`] nothing is written twice, which is why ASYNC_FLUSH uses this;
+    /// SYNC_FLUSH uses zeros because its msync into unwritten blocks also converts them (measured
+    /// slower).
     ///
     /// No lock is needed: allocating a range leaves its bytes as they are, so a range that an
     /// append reached meanwhile is not harmed.

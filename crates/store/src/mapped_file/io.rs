@@ -49,7 +49,8 @@ impl MappedFile {
         let mut pending = self.write_lock.lock();
         // The appended position moves only once the bytes are written: until then a concurrent
         // `commit` (the flush thread's) sees nothing pending and does not queue on this lock
-        // for the length of our `pwrite` (W2 profile: about one lock wait per group commit).
+        // for the length of our `pwrite` (a profile under SYNC_FLUSH load showed about one lock
+        // wait per group commit).
         let pos = self.append_locked(&mut pending, len, fill, Publish::AfterWrite)?;
         if let Err(e) = self.commit_locked(&mut pending, len) {
             // Only this append is withdrawn: the bytes before it belong to deferred appends

@@ -1,9 +1,9 @@
 //! One memory-mapped store file: a CommitLog segment, a ConsumeQueue file or an IndexFile.
 //!
-//! RocketMQ writes every store file through a shared memory map: appends are plain memory
-//! copies into the page cache, reads hand out slices of the same pages, and durability is an
-//! explicit `msync` (the "flush"). We do the same with [`memmap2::MmapRaw`] behind an `Arc`, so a
-//! read can return a zero-copy [`Bytes`](bytes::Bytes) that keeps the mapping alive even after the file was
+//! RocketMQ writes every store file through a shared memory map: appends are plain memory copies
+//! into the page cache, reads hand out slices of the same pages, and durability is an explicit
+//! `msync` (the "flush"). We do the same with [`memmap2::MmapRaw`] behind an `Arc`, so a read can
+//! return a zero-copy [`Bytes`](bytes::Bytes) that keeps the mapping alive even after the file was
 //! deleted by retention (the kernel keeps an unlinked, still-mapped file around).
 //!
 //! Concurrency contract:

@@ -10,7 +10,7 @@ use super::MessageStore;
 use crate::consume_queue::{CQ_STORE_UNIT_SIZE, CqUnit, SharedConsumeQueue};
 use crate::mapped_file::MappedFile;
 
-/// Minimum ConsumeQueue span (bytes) a filtered pull scans (`maxFilterMessageSize`, §12).
+/// Minimum ConsumeQueue span (bytes) a filtered pull scans (RocketMQ `maxFilterMessageSize`).
 pub const MAX_FILTER_MESSAGE_SIZE: usize = 16_000;
 /// Upper bound on the bytes one `get_message` returns (RocketMQ `MAX_PULL_MSG_SIZE`, 128 MiB).
 pub const MAX_PULL_MSG_SIZE: usize = 128 * 1024 * 1024;
@@ -172,7 +172,8 @@ impl RecordRuns {
 pub trait MessageFilter: Send + Sync {
     /// Decides from the ConsumeQueue unit's tags code alone.
     fn is_matched_by_consume_queue(&self, tags_code: i64) -> bool;
-    /// Decides from the whole stored record (§5.1), for property-based filters.
+    /// Decides from the whole stored record (header, body and properties, as in the
+    /// CommitLog), for property-based filters.
     fn is_matched_by_commit_log(&self, record: &[u8]) -> bool;
 }
 

@@ -60,7 +60,7 @@ use crate::error::StoreError;
 use crate::index_service::IndexService;
 use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
 
-/// The byte that ends every properties string (§5.4).
+/// The byte that ends every `name 0x01 value` pair of a properties string, the last one too.
 const PROPERTY_SEPARATOR_BYTE: u8 = 0x02;
 /// Normal recovery re-verifies this many of the newest segments.
 pub const NORMAL_RECOVERY_LAST_FILES: usize = 3;
