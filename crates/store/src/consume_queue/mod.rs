@@ -370,7 +370,8 @@ impl ConsumeQueue {
     /// - `queue_offset < max_offset()` with the same unit already stored: a no-op, which makes
     ///   re-dispatch during recovery idempotent; below `min_offset()` nothing can be compared and
     ///   the call is a no-op too.
-    /// - Anything else (a different unit at a used offset, or a gap) is an error.
+    /// - Anything else (a different unit at a used offset, a gap, or a unit pointing before the
+    ///   end of the previous one in the CommitLog) is an error.
     pub fn put(&mut self, queue_offset: i64, unit: CqUnit) -> Result<(), StoreError> {
         if queue_offset < 0 || !unit.is_valid() || unit.is_blank() {
             return Err(StoreError::OffsetOutOfRange {
