@@ -1,4 +1,4 @@
-//! The `checkpoint` file (§6.4): how far each derived structure was durable at the last flush.
+//! The `checkpoint` file: how far each derived structure was durable at the last flush.
 //!
 //! Abnormal recovery uses it to pick the CommitLog segment to start verifying from: everything
 //! stored before `min(physicMsgTimestamp, logicsMsgTimestamp) - 3 s` is known to be both in the
@@ -25,16 +25,16 @@ const FIELD_COUNT: usize = 5;
 pub struct Checkpoint {
     path: PathBuf,
     file: File,
-    physic_msg_timestamp: AtomicI64,
-    logics_msg_timestamp: AtomicI64,
-    index_msg_timestamp: AtomicI64,
+    physic_msg_timestamp_ms: AtomicI64,
+    logics_msg_timestamp_ms: AtomicI64,
+    index_msg_timestamp_ms: AtomicI64,
     master_flushed_offset: AtomicI64,
     confirm_phy_offset: AtomicI64,
     /// [`Checkpoint::min_timestamp`] of what the file holds now (read at open, set after each
     /// successful flush).
-    persisted_min_timestamp: AtomicI64,
+    persisted_min_timestamp_ms: AtomicI64,
     /// The index timestamp the file holds now.
-    persisted_index_timestamp: AtomicI64,
+    persisted_index_timestamp_ms: AtomicI64,
 }
 
 /// `min(physic, logics) − margin`, never below 0 (see [`Checkpoint::min_timestamp`]).
@@ -75,13 +75,13 @@ impl Checkpoint {
         Ok(Self {
             path: path.to_path_buf(),
             file,
-            physic_msg_timestamp: AtomicI64::new(field(0)),
-            logics_msg_timestamp: AtomicI64::new(field(1)),
-            index_msg_timestamp: AtomicI64::new(field(2)),
+            physic_msg_timestamp_ms: AtomicI64::new(field(0)),
+            logics_msg_timestamp_ms: AtomicI64::new(field(1)),
+            index_msg_timestamp_ms: AtomicI64::new(field(2)),
             master_flushed_offset: AtomicI64::new(field(3)),
             confirm_phy_offset: AtomicI64::new(field(4)),
-            persisted_min_timestamp: AtomicI64::new(min_timestamp_of(field(0), field(1))),
-            persisted_index_timestamp: AtomicI64::new(field(2)),
+            persisted_min_timestamp_ms: AtomicI64::new(min_timestamp_of(field(0), field(1))),
+            persisted_index_timestamp_ms: AtomicI64::new(field(2)),
         })
     }
 
@@ -91,29 +91,29 @@ impl Checkpoint {
 
     /// Store timestamp of the newest CommitLog record known durable.
     pub fn physic_msg_timestamp(&self) -> i64 {
-        self.physic_msg_timestamp.load(Ordering::Acquire)
+        self.physic_msg_timestamp_ms.load(Ordering::Acquire)
     }
 
     pub fn set_physic_msg_timestamp(&self, ts: i64) {
-        self.physic_msg_timestamp.fetch_max(ts, Ordering::AcqRel);
+        self.physic_msg_timestamp_ms.fetch_max(ts, Ordering::AcqRel);
     }
 
     /// Store timestamp of the newest record whose ConsumeQueue unit is known durable.
     pub fn logics_msg_timestamp(&self) -> i64 {
-        self.logics_msg_timestamp.load(Ordering::Acquire)
+        self.logics_msg_timestamp_ms.load(Ordering::Acquire)
     }
 
     pub fn set_logics_msg_timestamp(&self, ts: i64) {
-        self.logics_msg_timestamp.fetch_max(ts, Ordering::AcqRel);
+        self.logics_msg_timestamp_ms.fetch_max(ts, Ordering::AcqRel);
     }
 
     /// Store timestamp of the newest record whose index entries are known durable.
     pub fn index_msg_timestamp(&self) -> i64 {
-        self.index_msg_timestamp.load(Ordering::Acquire)
+        self.index_msg_timestamp_ms.load(Ordering::Acquire)
     }
 
     pub fn set_index_msg_timestamp(&self, ts: i64) {
-        self.index_msg_timestamp.fetch_max(ts, Ordering::AcqRel);
+        self.index_msg_timestamp_ms.fetch_max(ts, Ordering::AcqRel);
     }
 
     pub fn master_flushed_offset(&self) -> i64 {
@@ -164,9 +164,9 @@ impl Checkpoint {
             .sync_data()
             .map_err(|e| StoreError::io(&self.path, e))?;
         let [physic, logics, index, ..] = values;
-        self.persisted_min_timestamp
+        self.persisted_min_timestamp_ms
             .store(min_timestamp_of(physic, logics), Ordering::Release);
-        self.persisted_index_timestamp
+        self.persisted_index_timestamp_ms
             .store(index, Ordering::Release);
         Ok(())
     }
@@ -176,9 +176,9 @@ impl Checkpoint {
     /// holds it, and with `messageIndexSafe` also bounded by the index timestamp
     /// ([`Checkpoint::min_timestamp_index`]), as recovery chooses.
     pub fn persisted_min_timestamp(&self, message_index_safe: bool) -> i64 {
-        let min = self.persisted_min_timestamp.load(Ordering::Acquire);
+        let min = self.persisted_min_timestamp_ms.load(Ordering::Acquire);
         if message_index_safe {
-            min.min(self.persisted_index_timestamp.load(Ordering::Acquire))
+            min.min(self.persisted_index_timestamp_ms.load(Ordering::Acquire))
         } else {
             min
         }

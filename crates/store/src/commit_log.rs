@@ -1,4 +1,4 @@
-//! The CommitLog: every message of every topic, appended back to back in segment files (§6.1).
+//! The CommitLog: every message of every topic, appended back to back in segment files.
 //!
 //! An append assigns the message its physical offset (where it lands), its queue offset (the
 //! next slot of its topic/queue, from the `topic-queueId → next offset` table that recovery
@@ -76,7 +76,8 @@ pub struct AppendMessageResult {
     pub wrote_offset: i64,
     /// Bytes of all records written (BLANK padding excluded).
     pub wrote_bytes: usize,
-    /// Offset message id (§5.7); comma-joined for a batch.
+    /// Offset message id (uppercase hex of the store host and the record's CommitLog offset);
+    /// comma-joined for a batch.
     pub msg_id: String,
     pub store_timestamp: i64,
     /// Queue offset of the first record (0 for prepared/rollback transaction records).
@@ -122,7 +123,7 @@ impl PutMessageResult {
     }
 }
 
-/// A batch to store as consecutive records of one queue (SEND_BATCH_MESSAGE, §5.6): the header's
+/// A batch to store as consecutive records of one queue (SEND_BATCH_MESSAGE): the header's
 /// topic, queue, sys flag, born/store info, and each inner message's flag, body and properties.
 #[derive(Debug, Clone)]
 pub struct MessageExtBatch {
@@ -137,7 +138,7 @@ pub struct MessageExtBatch {
 }
 
 impl MessageExtBatch {
-    /// Decodes a SEND_BATCH_MESSAGE body (§5.6) into a batch for `topic`/`queue_id`.
+    /// Decodes a SEND_BATCH_MESSAGE body into a batch for `topic`/`queue_id`.
     pub fn from_body(
         topic: impl Into<String>,
         queue_id: i32,
@@ -472,10 +473,13 @@ impl CommitLog {
         } else {
             0
         };
-        msg.commit_log_offset =
-            file.file_from_offset() + i64::try_from(file.appended_position()).unwrap_or(0);
+        let pos = file.appended_position();
+        assert_fits_segment(&file, pos, len);
+        msg.commit_log_offset = file.file_from_offset() + i64::try_from(pos).unwrap_or(0);
         Self::append(&file, len, commit, "record", |dst| {
-            record::encode_record_into(&msg, dst)?;
+            assert_appending_at(&file, pos);
+            let wrote = record::encode_record_into(&msg, dst)?;
+            assert_fills_reservation(&file, wrote, len);
             Ok(())
         })?;
         file.set_store_timestamp(store_timestamp);
@@ -548,9 +552,11 @@ impl CommitLog {
         let file = self.reserve(total)?;
         let store_timestamp = now_millis();
         let first_queue_offset = table.get(&batch.topic, batch.queue_id);
-        let first_phys =
-            file.file_from_offset() + i64::try_from(file.appended_position()).unwrap_or(0);
+        let first_pos = file.appended_position();
+        assert_fits_segment(&file, first_pos, total);
+        let first_phys = file.file_from_offset() + i64::try_from(first_pos).unwrap_or(0);
         Self::append(&file, total, commit, "batch", |dst| {
+            assert_appending_at(&file, first_pos);
             let mut at = 0usize;
             let mut phys = first_phys;
             for (i, msg) in msgs.iter_mut().enumerate() {
@@ -564,6 +570,7 @@ impl CommitLog {
                 at += wrote;
                 phys += i64::try_from(wrote).unwrap_or(0);
             }
+            assert_fills_reservation(&file, at, total);
             Ok(())
         })?;
         file.set_store_timestamp(store_timestamp);
@@ -586,6 +593,41 @@ impl CommitLog {
     }
 }
 
+/// Asserts that `len` bytes of records at `pos` of `file` leave room for the BLANK entry that
+/// closes the segment: a record never crosses a segment boundary (`reserve` found the room, and
+/// the writer lock keeps it).
+fn assert_fits_segment(file: &MappedFile, pos: usize, len: usize) {
+    assert!(
+        pos + len + BLANK_ENTRY_LEN <= file.file_size(),
+        "{}: {len} bytes of records at {pos} leave no room for a BLANK entry in {} bytes",
+        file.path().display(),
+        file.file_size()
+    );
+}
+
+/// Asserts, from inside an append's fill and before any record is encoded, that the append
+/// goes to `pos`: the records' PHYSICALOFFSET fields were computed from it, and recovery takes
+/// a record whose field disagrees with its place for the end of the valid log. Appends are
+/// serialised by the writer lock, so nothing can have appended since `pos` was read.
+fn assert_appending_at(file: &MappedFile, pos: usize) {
+    let appended = file.appended_position();
+    assert!(
+        appended == pos,
+        "{}: appending at {appended}, but the records were placed at {pos}",
+        file.path().display()
+    );
+}
+
+/// Asserts that the encoded records filled their `reserved` bytes exactly: zeros left after a
+/// short record read as the end of the log, and recovery would cut every record after them.
+fn assert_fills_reservation(file: &MappedFile, wrote: usize, reserved: usize) {
+    assert!(
+        wrote == reserved,
+        "{}: records encoded to {wrote} bytes into a reservation of {reserved}",
+        file.path().display()
+    );
+}
+
 /// Appends a message with a `body_len`-byte body to `queue_id` of `topic`, born at and stored by
 /// a loopback host: the record the unit tests of the services built on the CommitLog need.
 #[cfg(test)]
@@ -600,4 +642,120 @@ pub(crate) fn append_test_message(
     msg.born_host = SocketAddr::from(([127, 0, 0, 1], 1));
     msg.store_host = msg.born_host;
     assert!(commit_log.put_message(msg).is_ok(), "append");
+}
+
+#[cfg(test)]
+mod tests {
+    use comet_protocol::message::BLANK_MAGIC;
+
+    use super::*;
+
+    fn log_in(dir: &Path, segment: usize) -> Result<CommitLog, StoreError> {
+        let mut config = MessageStoreConfig::with_root(dir);
+        config.mapped_file_size_commit_log = segment;
+        let log = CommitLog::new(&config);
+        log.load()?;
+        Ok(log)
+    }
+
+    fn batch(n: usize, body_len: usize) -> MessageExtBatch {
+        let host = SocketAddr::from(([127, 0, 0, 1], 1));
+        MessageExtBatch {
+            topic: "T".to_owned(),
+            queue_id: 1,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: host,
+            store_host: host,
+            reconsume_times: 0,
+            messages: (0..n)
+                .map(|_| BatchEntry {
+                    flag: 0,
+                    body: vec![3u8; body_len].into(),
+                    properties: Properties::default(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Single and batch appends over small segments: every record's PHYSICALOFFSET is where it
+    /// sits, offsets only grow, no record crosses a segment boundary, and a segment left for the
+    /// next one ends with a BLANK entry reaching exactly its end.
+    #[test]
+    fn records_sit_at_their_offsets_and_never_cross_a_segment() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::io("tmp", e))?;
+        let segment = 8 * 1024;
+        let log = log_in(dir.path(), segment)?;
+        for i in 0..60 {
+            if i % 5 == 0 {
+                log.put_messages(batch(3, 150))
+                    .map_err(|s| StoreError::Config(format!("{s:?}")))?;
+            } else {
+                append_test_message(&log, "T", 0, 100 + i * 13);
+            }
+        }
+        let files = log.mapped_file_queue().files();
+        assert!(files.len() > 2, "{} segments", files.len());
+        let mut last_offset = -1;
+        for (k, file) in files.iter().enumerate() {
+            let mut pos = 0;
+            while pos < file.wrote_position() {
+                let rest = file
+                    .read_at(pos, file.wrote_position() - pos)
+                    .unwrap_or_default();
+                if record::peek_magic(rest) == Some(BLANK_MAGIC) {
+                    assert_eq!(
+                        record::peek_total_size(rest).and_then(|n| usize::try_from(n).ok()),
+                        Some(segment - pos),
+                        "segment {k}: the BLANK entry reaches the end"
+                    );
+                    assert!(k + 1 < files.len(), "only a left segment is padded");
+                    break;
+                }
+                let view = record::decode_record_view(rest)
+                    .map_err(|e| StoreError::Config(e.to_string()))?;
+                let offset = file.file_from_offset() + i64::try_from(pos).unwrap_or(0);
+                assert_eq!(view.commit_log_offset, offset);
+                assert!(offset > last_offset);
+                last_offset = offset;
+                pos += view.size();
+                assert!(
+                    pos + BLANK_ENTRY_LEN <= segment,
+                    "segment {k}: room for a BLANK"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Records placed at a position the segment has moved past are caught before encoding.
+    #[test]
+    #[should_panic(expected = "appending at 100, but the records were placed at 60")]
+    fn an_append_away_from_the_placed_position_is_caught() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let file = MappedFile::create(&dir.path().join("00000000000000000000"), 4096)
+            .unwrap_or_else(|e| panic!("create: {e}"));
+        let _ = file.append(&[1u8; 100]);
+        assert_appending_at(&file, 60);
+    }
+
+    /// Records that would leave no room for the closing BLANK entry are caught.
+    #[test]
+    #[should_panic(expected = "200 bytes of records at 3900 leave no room for a BLANK entry")]
+    fn a_record_crossing_the_segment_end_is_caught() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let file = MappedFile::create(&dir.path().join("00000000000000000000"), 4096)
+            .unwrap_or_else(|e| panic!("create: {e}"));
+        assert_fits_segment(&file, 3900, 200);
+    }
+
+    /// Records that encode shorter than their reservation are caught.
+    #[test]
+    #[should_panic(expected = "records encoded to 90 bytes into a reservation of 100")]
+    fn a_record_short_of_its_reservation_is_caught() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let file = MappedFile::create(&dir.path().join("00000000000000000000"), 4096)
+            .unwrap_or_else(|e| panic!("create: {e}"));
+        assert_fills_reservation(&file, 90, 100);
+    }
 }

@@ -12,16 +12,15 @@
 //! then the registered [`MessageArrivingListener`], which wakes long-polling pull requests.
 //!
 //! Under ASYNC_FLUSH the appending thread dispatches its own record right after the append
-//! ([`ReputService::dispatch_now`]): waking a dispatch thread for every message cost more CPU
-//! (a context switch per message) than the dispatch itself, and a hop of latency before the
-//! listener. Only one caller dispatches at a time; an append that finds a dispatch running leaves
-//! its record to that one, which looks again before it stops, so no record waits for a timer.
-//! Under SYNC_FLUSH records become dispatchable only when flushed, so the flush thread
-//! dispatches them itself, right after it answered the sends its flush covered: waking this
-//! thread after every group commit cost a context switch per flush (W2: broker CPU per send
-//! 21 → 19 µs, 40–42 k → 41–44 k msg/s). The thread runs in both modes as a backstop on a slow
-//! timer. The same [`Dispatcher`] is used synchronously by recovery to re-dispatch the log
-//! tail.
+//! ([`ReputService::dispatch_now`]): waking a dispatch thread for every message cost more CPU (a
+//! context switch per message) than the dispatch itself, and a hop of latency before the listener.
+//! Only one caller dispatches at a time; an append that finds a dispatch running leaves its record
+//! to that one, which looks again before it stops, so no record waits for a timer. Under SYNC_FLUSH
+//! records become dispatchable only when flushed, so the flush thread dispatches them itself, right
+//! after it answered the sends its flush covered: waking this thread after every group commit cost
+//! a context switch per flush (32 synchronous SYNC_FLUSH senders: broker CPU per send 21 → 19 µs,
+//! 40–42 k → 41–44 k msg/s). The thread runs in both modes as a backstop on a slow timer. The same
+//! [`Dispatcher`] is used synchronously by recovery to re-dispatch the log tail.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -54,8 +53,8 @@ pub struct MessageArrival<'a> {
     /// Queue offset of the message + 1: the queue's new max offset.
     pub max_offset: i64,
     pub tags_code: i64,
-    pub store_timestamp: i64,
-    /// Raw properties string (§5.4), for SQL92-style filters.
+    pub store_timestamp_ms: i64,
+    /// Raw properties string (`name 0x01 value 0x02` pairs), for SQL92-style filters.
     pub properties: &'a [u8],
 }
 
@@ -73,7 +72,7 @@ pub struct DispatchRequest<'a> {
     pub commit_log_offset: i64,
     pub msg_size: i32,
     pub tags_code: i64,
-    pub store_timestamp: i64,
+    pub store_timestamp_ms: i64,
     pub consume_queue_offset: i64,
     pub sys_flag: i32,
     pub properties: &'a [u8],
@@ -113,7 +112,7 @@ impl<'a> DispatchRequest<'a> {
             commit_log_offset: view.commit_log_offset,
             msg_size: view.total_size,
             tags_code,
-            store_timestamp: view.store_timestamp,
+            store_timestamp_ms: view.store_timestamp,
             consume_queue_offset: view.queue_offset,
             sys_flag: view.sys_flag,
             properties: view.properties,
@@ -188,9 +187,12 @@ impl Dispatcher {
                 all.extend(k.split(' ').filter(|k| !k.is_empty()));
             }
             if !all.is_empty() {
-                index
-                    .write()
-                    .put(req.topic, &all, req.commit_log_offset, req.store_timestamp)?;
+                index.write().put(
+                    req.topic,
+                    &all,
+                    req.commit_log_offset,
+                    req.store_timestamp_ms,
+                )?;
             }
         }
         Ok(())
@@ -281,7 +283,7 @@ pub struct ReputService {
     dispatcher: Dispatcher,
     mode: FlushDiskType,
     reput_from_offset: AtomicI64,
-    last_store_timestamp: AtomicI64,
+    last_store_timestamp_ms: AtomicI64,
     dispatched_records: AtomicU64,
     waker: Arc<Waker>,
     progress_lock: Mutex<()>,
@@ -323,7 +325,7 @@ impl std::fmt::Debug for ReputService {
 
 impl DispatchProgress for ReputService {
     fn last_dispatched_store_timestamp(&self) -> i64 {
-        self.last_store_timestamp.load(Ordering::Acquire)
+        self.last_store_timestamp_ms.load(Ordering::Acquire)
     }
 }
 
@@ -340,7 +342,7 @@ impl ReputService {
             dispatcher,
             mode,
             reput_from_offset: AtomicI64::new(from),
-            last_store_timestamp: AtomicI64::new(0),
+            last_store_timestamp_ms: AtomicI64::new(0),
             dispatched_records: AtomicU64::new(0),
             waker,
             progress_lock: Mutex::new(()),
@@ -458,8 +460,8 @@ impl ReputService {
                         tracing::error!(topic = req.topic, queue_id = req.queue_id,
                             offset = req.commit_log_offset, error = %e, "dispatch failed");
                     }
-                    self.last_store_timestamp
-                        .store(req.store_timestamp, Ordering::Release);
+                    self.last_store_timestamp_ms
+                        .store(req.store_timestamp_ms, Ordering::Release);
                     // Publish progress before waking consumers, so a pull triggered by the
                     // listener sees the unit.
                     self.reput_from_offset.store(
@@ -474,7 +476,7 @@ impl ReputService {
                             queue_id: req.queue_id,
                             max_offset: req.consume_queue_offset + 1,
                             tags_code: req.tags_code,
-                            store_timestamp: req.store_timestamp,
+                            store_timestamp_ms: req.store_timestamp_ms,
                             properties: req.properties,
                         });
                     }

@@ -164,8 +164,8 @@ enum Pending {
     Commit,
     /// Writes them unless a writer holds the lock (it is appending or committing): the periodic
     /// flushes, for records whose writer never committed them (a connection closed before its
-    /// answer went out). The flush thread does not queue behind a writer (W2 profile: one
-    /// `sched_yield` of the lock's spin per group commit).
+    /// answer went out). The flush thread does not queue behind a writer (a profile under
+    /// SYNC_FLUSH load showed one `sched_yield` of the lock's spin per group commit).
     CommitIfUncontended,
     /// Leaves them: a group commit with waiters. Each waiting put committed its own record
     /// before it asked for the flush; the records pending now belong to sends still being read,
@@ -189,9 +189,9 @@ pub const GROUP_COMMIT_POLL_MIN: Duration = Duration::from_micros(50);
 /// wake-up of a thread whose vCPU halted costs tens of microseconds on every group commit's
 /// path, twice when the thread's answer then wakes a sleeping tokio worker. Flushing on the
 /// connection's own thread avoided the hand-off but blocked that thread for the msync, so the
-/// next sends were read only after it. W2s probes on one connection (32 senders, 10 s,
-/// alternating): 44–53 k msg/s flushing on the connection's thread, 54–57 k through a thread
-/// polling 300 µs, 62–69 k polling 1.5 ms (`BENCHMARKS.md`, session 25).
+/// next sends were read only after it. Measured with 32 synchronous SYNC_FLUSH senders on one
+/// connection (10 s runs, alternated): 44–53 k msg/s flushing on the connection's thread,
+/// 54–57 k through a thread polling 300 µs, 62–69 k polling 1.5 ms.
 ///
 /// Why adapt: polling burns the core it runs on when nobody yields to it, so a thread that
 /// polls in vain (sends sparser than the window) narrows its window until it sleeps at once,
@@ -387,6 +387,13 @@ impl CommitLogFlusher {
         let target = self.commit_log.max_offset();
         let before = self.commit_log.flushed_where();
         let flushed = self.commit_log.mapped_file_queue().flush(least_pages)?;
+        // The durable end never passes the written end: the checkpoint and the SYNC_FLUSH
+        // answers below would otherwise count unwritten bytes as durable.
+        let written = self.commit_log.max_offset();
+        assert!(
+            flushed <= written,
+            "commit log flushed to {flushed}, past its written end {written}"
+        );
         if flushed >= target && ts > 0 {
             self.checkpoint.set_physic_msg_timestamp(ts);
         }
@@ -509,12 +516,11 @@ pub trait DispatchProgress: Send + Sync {
 ///
 /// The newest IndexFile is flushed on this period only under `messageIndexSafe`, when recovery
 /// relies on the index timestamp; otherwise, as in RocketMQ, an IndexFile is flushed once it is
-/// full and at shutdown. Its hash slots are written all over its 20 MB: an msync every second
-/// wrote back and write-protected thousands of slot pages, each cleaned page costing the dispatch
-/// path a write fault and the CPUs running the broker a TLB shoot-down (BENCHMARKS.md, session
-/// 14). A process crash loses nothing either way (the page cache keeps the mapping's writes);
-/// after a power loss, entries the kernel had not yet written back are missing from the index,
-/// as in RocketMQ without `messageIndexSafe`.
+/// full and at shutdown. Its hash slots are written all over its 20 MB: an msync every second wrote
+/// back and write-protected thousands of slot pages, each cleaned page costing the dispatch path a
+/// write fault and the CPUs running the broker a TLB shoot-down. A process crash loses nothing
+/// either way (the page cache keeps the mapping's writes); after a power loss, entries the kernel
+/// had not yet written back are missing from the index, as in RocketMQ without `messageIndexSafe`.
 pub struct FlushConsumeQueueService {
     queues: Arc<ConsumeQueueTable>,
     index: Option<Arc<RwLock<IndexService>>>,
@@ -701,6 +707,26 @@ mod tests {
         }
         assert!(flushes.load(Ordering::SeqCst) >= 1);
         flusher.shutdown();
+    }
+
+    /// Every flush leaves the durable end at the written end, never past it, and the
+    /// checkpoint's CommitLog timestamp is then the newest (flushed) record's.
+    #[test]
+    fn flushes_never_pass_the_written_end_and_the_checkpoint_follows_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (commit_log, flusher, _) = parts(dir.path(), FlushDiskType::AsyncFlush);
+        for _ in 0..5 {
+            append_test_message(&commit_log, "Flushed", 0, 300);
+            let flushed = flusher.flush_all().expect("flush");
+            assert_eq!(flushed, commit_log.max_offset());
+            assert_eq!(commit_log.flushed_where(), flushed);
+            let newest = commit_log
+                .mapped_file_queue()
+                .last_file()
+                .map_or(0, |f| f.store_timestamp());
+            assert!(newest > 0);
+            assert_eq!(flusher.checkpoint.physic_msg_timestamp(), newest);
+        }
     }
 
     struct FixedProgress(i64);

@@ -107,7 +107,7 @@ pub struct IndexHeader {
 pub struct IndexEntry {
     pub key_hash: i32,
     pub phy_offset: i64,
-    pub time_diff: i32,
+    pub time_diff_secs: i32,
     pub prev_index: i32,
 }
 
@@ -422,7 +422,7 @@ impl IndexFile {
         Some(IndexEntry {
             key_hash: self.read_i32(pos)?,
             phy_offset: self.read_i64(pos + ENTRY_PHY_OFFSET_POS)?,
-            time_diff: self.read_i32(pos + ENTRY_TIME_DIFF_POS)?,
+            time_diff_secs: self.read_i32(pos + ENTRY_TIME_DIFF_POS)?,
             prev_index: self.read_i32(pos + ENTRY_PREV_INDEX_POS)?,
         })
     }
@@ -496,13 +496,13 @@ impl IndexFile {
             let Some(entry) = self.entry(next) else {
                 break;
             };
-            if entry.time_diff < 0 {
+            if entry.time_diff_secs < 0 {
                 break;
             }
             let time = self
                 .header
                 .begin_timestamp
-                .saturating_add(i64::from(entry.time_diff) * MILLIS_PER_SECOND);
+                .saturating_add(i64::from(entry.time_diff_secs) * MILLIS_PER_SECOND);
             if entry.key_hash == key_hash && time >= begin && time <= end {
                 out.push(entry.phy_offset);
             }
@@ -551,7 +551,7 @@ impl IndexFile {
                     self.header.end_timestamp = self
                         .header
                         .begin_timestamp
-                        .saturating_add(i64::from(last.time_diff.max(0)) * MILLIS_PER_SECOND);
+                        .saturating_add(i64::from(last.time_diff_secs.max(0)) * MILLIS_PER_SECOND);
                 }
                 _ => {
                     self.header.end_phy_offset = self.header.begin_phy_offset;

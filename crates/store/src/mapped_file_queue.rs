@@ -198,7 +198,15 @@ impl MappedFileQueue {
         self.flushed_where.load(Ordering::Acquire)
     }
 
+    /// Sets the durable end (recovery, truncation, or the start of the first file). Never past
+    /// the written end: the next flush would start there and skip the bytes in between.
     pub fn set_flushed_where(&self, offset: i64) {
+        let max = self.max_offset();
+        assert!(
+            offset <= max,
+            "{}: flushed offset {offset} would pass the written end {max}",
+            self.dir.display()
+        );
         self.flushed_where.store(offset, Ordering::Release);
     }
 
@@ -380,5 +388,36 @@ mod tests {
             Some(vec![0u8; 4])
         );
         Ok(())
+    }
+
+    /// The flushed offset follows the flushes forward and the truncations back, never past the
+    /// written end.
+    #[test]
+    fn flushed_where_never_passes_the_written_end() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::io("tmp", e))?;
+        let q = MappedFileQueue::new(dir.path(), 4096);
+        q.load()?;
+        let within = |q: &MappedFileQueue| q.flushed_where() <= q.max_offset();
+        q.last_file_or_create(0)?.append(&[1u8; 4096])?;
+        assert!(within(&q));
+        assert_eq!(q.flush(0)?, 4096);
+        q.last_file_or_create(0)?.append(&[2u8; 300])?;
+        assert!(within(&q));
+        assert_eq!(q.flush(0)?, 4396);
+        q.truncate_dirty(4200)?;
+        assert_eq!((q.flushed_where(), q.max_offset()), (4200, 4200));
+        q.set_flushed_where(4100);
+        assert!(within(&q));
+        Ok(())
+    }
+
+    #[test]
+    #[should_panic(expected = "flushed offset 500 would pass the written end 100")]
+    fn a_flushed_offset_past_the_written_end_is_caught() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let q = MappedFileQueue::new(dir.path(), 4096);
+        let _ = q.load();
+        let _ = q.last_file_or_create(0).and_then(|f| f.append(&[1u8; 100]));
+        q.set_flushed_where(500);
     }
 }

@@ -2,11 +2,11 @@
 //!
 //! Why: every page of a mapped file the broker touches stays mapped into the process until the
 //! mapping goes, and a CommitLog segment is mapped for as long as it exists. Dispatch reads each
-//! record right after it is appended and a pull reads what it sends, so without this the
-//! broker's resident set grew by every byte it stored or served: 5 GB after a minute of W1, the
-//! whole 14 GB log after a minute of batch sends. Those pages are page cache, reclaimable and
-//! shared, but the resident set is what operators watch and what the kernel's OOM badness
-//! counts. (Apache RocketMQ's broker shows the same growth.)
+//! record right after it is appended and a pull reads what it sends, so without this the broker's
+//! resident set grew by every byte it stored or served: 5 GB after a minute of 32 synchronous
+//! senders, the whole 14 GB log after a minute of batch sends. Those pages are page cache,
+//! reclaimable and shared, but the resident set is what operators watch and what the kernel's OOM
+//! badness counts. (Apache RocketMQ's broker shows the same growth.)
 //!
 //! How: `MADV_DONTNEED` on the pages behind, which for a shared file mapping only drops this
 //! process's page-table entries (see [`crate::mapped_file::release_mapped_pages`]): the data
@@ -30,13 +30,13 @@
 //! The same rounds also bound the CommitLog's share of the page cache: flushed pages more than
 //! `commitLogPageCacheBytes` behind the end are dropped from it (`POSIX_FADV_DONTNEED`), so the
 //! pages new appends need are ones the kernel just freed. Why: on a virtual machine whose guest
-//! reports free memory to the host (virtio-balloon free page reporting, as on this project's
-//! build box), a page the guest has not touched for a while is backed by the host only on first
-//! write. An append into such a page costs a host fault: after about 5 GB of fresh page cache,
-//! writing 1 GiB at 150 MB/s took 2.7–2.9 s of CPU in `pwrite` instead of 0.5–0.8 s, and a 60 s
-//! W1 run fell from 110 k to 95 k msg/s halfway through. Recycled pages keep that cost off the
-//! send path. Readers within the window find their bytes cached as before; a consumer further
-//! behind reads them from disk (with readahead). 0 leaves the page cache to the kernel, as
+//! reports free memory to the host (virtio-balloon free page reporting, as on this project's build
+//! box), a page the guest has not touched for a while is backed by the host only on first write. An
+//! append into such a page costs a host fault: after about 5 GB of fresh page cache, writing 1 GiB
+//! at 150 MB/s took 2.7–2.9 s of CPU in `pwrite` instead of 0.5–0.8 s, and a 60 s run of 32
+//! synchronous senders fell from 110 k to 95 k msg/s halfway through. Recycled pages keep that cost
+//! off the send path. Readers within the window find their bytes cached as before; a consumer
+//! further behind reads them from disk (with readahead). 0 leaves the page cache to the kernel, as
 //! RocketMQ does.
 
 use std::sync::Arc;
@@ -59,7 +59,7 @@ pub const DEFAULT_MAPPED_PAGES_RELEASE_BYTES: u64 = 64 * 1024 * 1024;
 /// CommitLog bytes before the dispatch position left mapped (at most the release interval).
 pub const KEEP_BEHIND_DISPATCH: u64 = 8 * 1024 * 1024;
 /// Default of `commitLogPageCacheBytes`: CommitLog bytes behind the end left in the page cache.
-/// It holds W4's backlog (1,000,000 × 1 KiB) with room to spare.
+/// It holds a backlog of 1,000,000 messages of 1 KiB with room to spare.
 pub const DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 /// How long the release thread sleeps when nothing wakes it (it only checks for shutdown then).
 const IDLE_WAIT: Duration = Duration::from_secs(1);

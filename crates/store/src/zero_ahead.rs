@@ -6,20 +6,20 @@
 //! back. On this project's box (ext4 without a journal) that costs each flush mode something
 //! different:
 //!
-//! - **SYNC_FLUSH**: the group commit's msync also writes the allocation's metadata and waits
-//!   for it, one more round trip to the disk per group commit. A C probe, 8.5 KiB appended and
-//!   msynced 5,000 times: 88–94 µs per msync into a sparse file, 52–55 µs into one written
-//!   before, 114 µs into one `fallocate`d (unwritten extents are converted at writeback, which
-//!   is metadata again). A W2 run (8 s, four alternating pairs) into a segment zeroed
-//!   beforehand: 55–57 k msg/s against 46–50 k. So SYNC_FLUSH writes zeros ahead.
+//! - **SYNC_FLUSH**: the group commit's msync also writes the allocation's metadata and waits for
+//!   it, one more round trip to the disk per group commit. A C probe, 8.5 KiB appended and msynced
+//!   5,000 times: 88–94 µs per msync into a sparse file, 52–55 µs into one written before, 114 µs
+//!   into one `fallocate`d (unwritten extents are converted at writeback, which is metadata again).
+//!   32 synchronous senders (8 s runs, four alternating pairs) into a segment zeroed beforehand:
+//!   55–57 k msg/s against 46–50 k. So SYNC_FLUSH writes zeros ahead.
 //! - **ASYNC_FLUSH**: nobody waits for the timed flush, but the flush's writeback allocates the
-//!   blocks of everything appended since the last one while holding the file's block-map lock,
-//!   and an append (`pwrite`) into a page the file never had takes that lock for its delayed
-//!   allocation: the send path stopped for 1–35 ms at a time behind the flush (W1 on this box:
-//!   9–16 such stalls per 6 s, 76–127 ms in all; with blocks allocated ahead, none over 4 ms).
-//!   Zeros would write every byte twice; allocating (`fallocate`) writes nothing and is enough,
-//!   since an append into allocated blocks finds its mapping without the lock. So ASYNC_FLUSH
-//!   allocates ahead.
+//!   blocks of everything appended since the last one while holding the file's block-map lock, and
+//!   an append (`pwrite`) into a page the file never had takes that lock for its delayed
+//!   allocation: the send path stopped for 1–35 ms at a time behind the flush (32 synchronous
+//!   senders on this box: 9–16 such stalls per 6 s, 76–127 ms in all; with blocks allocated ahead,
+//!   none over 4 ms). Zeros would write every byte twice; allocating (`fallocate`) writes nothing
+//!   and is enough, since an append into allocated blocks finds its mapping without the lock. So
+//!   ASYNC_FLUSH allocates ahead.
 //!
 //! How: a thread keeps the bytes after the append position of the newest segment prepared up to
 //! `commitLogZeroAheadBytes` ahead ([`MappedFile::zero_ahead`]: chunks of 128 KiB under the
@@ -43,8 +43,8 @@ use crate::mapped_file::OS_PAGE_SIZE;
 /// Default of `commitLogZeroAheadBytes`: bytes kept prepared after the append position.
 pub const DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES: u64 = 8 * 1024 * 1024;
 /// Appended bytes between two rounds: under SYNC_FLUSH each round's writeback is about that
-/// large, and the msyncs queued behind it wait for it (4 MiB rounds, 8 s W2: send p99 2.9–4.2 ms
-/// against 1.8–2.5 ms without zeros ahead).
+/// large, and the msyncs queued behind it wait for it (4 MiB rounds, 8 s of 32 synchronous
+/// senders: send p99 2.9–4.2 ms against 1.8–2.5 ms without zeros ahead).
 pub const ZERO_AHEAD_STEP: usize = 1024 * 1024;
 /// How long the thread sleeps when nobody wakes it (a safety net, not the mechanism).
 const IDLE_WAIT: Duration = Duration::from_secs(1);

@@ -38,16 +38,20 @@
 //! unit and the index ([`Coverage`]), so after a crash (a) queues whose every unit in the range
 //! was matched are not reconciled again, (b) re-dispatch starts at the first record some derived
 //! structure lacks rather than at the start of the verified range, and (c) re-dispatch passes over
-//! records already in place from their fixed header, without parsing properties. Before this a
-//! restart after kill -9 decoded every record of the verified segment three times.
+//! records already in place from their fixed header, without parsing properties. Without it, a
+//! restart after kill -9 would decode every record of the verified segment three times.
+//! ([`Coverage`] lives in `coverage.rs`.)
+
+mod coverage;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use comet_protocol::message::record;
-use comet_protocol::message::{BLANK_ENTRY_LEN, BLANK_MAGIC, sysflag};
+use comet_protocol::message::{BLANK_ENTRY_LEN, BLANK_MAGIC};
 use parking_lot::RwLock;
 
+use self::coverage::Coverage;
 use crate::checkpoint::Checkpoint;
 use crate::commit_log::CommitLog;
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, SharedConsumeQueue};
@@ -56,7 +60,7 @@ use crate::error::StoreError;
 use crate::index_service::IndexService;
 use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
 
-/// The byte that ends every properties string (§5.4).
+/// The byte that ends every `name 0x01 value` pair of a properties string, the last one too.
 const PROPERTY_SEPARATOR_BYTE: u8 = 0x02;
 /// Normal recovery re-verifies this many of the newest segments.
 pub const NORMAL_RECOVERY_LAST_FILES: usize = 3;
@@ -244,34 +248,7 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
     let mut damaged = ctx.queues.recover_all()?;
     let mut coverage = Coverage::new(ctx);
     let mut pages = RecoveryPages::new(ctx.commit_log);
-    let queue = ctx.commit_log.mapped_file_queue();
-    let files = queue.files();
-
-    let end = if files.is_empty() {
-        queue.set_flushed_where(0);
-        0
-    } else {
-        let start = if abnormal {
-            let limit = if ctx.message_index_safe {
-                ctx.checkpoint.min_timestamp_index()
-            } else {
-                ctx.checkpoint.min_timestamp()
-            };
-            abnormal_start(&files, limit)
-        } else {
-            files.len().saturating_sub(NORMAL_RECOVERY_LAST_FILES)
-        };
-        report.verify_from = files.get(start).map_or(0, |f| f.file_from_offset());
-        verify_and_truncate(
-            ctx,
-            &files,
-            start,
-            &mut coverage,
-            &mut report,
-            &mut damaged,
-            &mut pages,
-        )?
-    };
+    let end = verify_log(ctx, &mut coverage, &mut report, &mut damaged, &mut pages)?;
     report.max_phy_offset = end;
 
     // Derived structures: nothing may point at or past the end.
@@ -284,9 +261,67 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
         q.write().correct_min_offset(min_phy);
     }
 
-    // Re-dispatch what the queues do not cover yet (see the module docs for the start).
+    let from = redispatch_start(ctx, &coverage, damaged, end, min_phy, &mut report);
+    if from < end {
+        redispatch(ctx, from, end, &mut coverage, &mut pages, &mut report);
+    }
+
+    ctx.commit_log.set_topic_queue_table(
+        ctx.queues
+            .entries()
+            .into_iter()
+            .map(|(topic, id, q)| (topic, id, q.read().max_offset())),
+    );
+    if report.truncated_from.is_some() || report.corruption.is_some() {
+        tracing::warn!(?report, "commit log recovered with truncation");
+    } else {
+        tracing::info!(abnormal, max_phy_offset = end, "commit log recovered");
+    }
+    Ok(report)
+}
+
+/// Picks the segment verification starts from (see the module docs), verifies the log from
+/// there and cuts everything after its valid end, which it returns.
+fn verify_log(
+    ctx: &RecoveryContext<'_>,
+    coverage: &mut Coverage<'_>,
+    report: &mut RecoveryReport,
+    damaged: &mut Vec<SharedConsumeQueue>,
+    pages: &mut RecoveryPages<'_>,
+) -> Result<i64, StoreError> {
+    let queue = ctx.commit_log.mapped_file_queue();
+    let files = queue.files();
+    if files.is_empty() {
+        queue.set_flushed_where(0);
+        return Ok(0);
+    }
+    let start = if report.abnormal {
+        let limit = if ctx.message_index_safe {
+            ctx.checkpoint.min_timestamp_index()
+        } else {
+            ctx.checkpoint.min_timestamp()
+        };
+        abnormal_start(&files, limit)
+    } else {
+        files.len().saturating_sub(NORMAL_RECOVERY_LAST_FILES)
+    };
+    report.verify_from = files.get(start).map_or(0, |f| f.file_from_offset());
+    verify_and_truncate(ctx, &files, start, coverage, report, damaged, pages)
+}
+
+/// Where re-dispatch starts (see the module docs): after what the queues cover, or earlier for
+/// a queue that lost units (`damaged`, refilled from the end of its last good unit), never
+/// before the log's start `min_phy`. Fills in the report's repair and re-dispatch start.
+fn redispatch_start(
+    ctx: &RecoveryContext<'_>,
+    coverage: &Coverage<'_>,
+    damaged: Vec<SharedConsumeQueue>,
+    end: i64,
+    min_phy: i64,
+    report: &mut RecoveryReport,
+) -> i64 {
     let cq_max = ctx.queues.max_physical_offset();
-    let mut from = if !abnormal {
+    let mut from = if !report.abnormal {
         cq_max
     } else if cq_max < report.verify_from {
         // The queues stop before the verified range: what lies between was never checked.
@@ -294,7 +329,7 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
     } else {
         // Every verified record before the first one missing somewhere is already in place.
         coverage
-            .first_uncovered
+            .first_uncovered()
             .unwrap_or(end)
             .max(report.verify_from)
     };
@@ -314,179 +349,45 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
     }
     from = from.max(min_phy);
     report.redispatch_from = from;
-    if from < end {
-        let dispatcher = ctx.dispatcher;
-        let mut skipped = 0u64;
-        let outcome = scan_records(
-            ctx.commit_log,
-            from,
-            end,
-            |view| {
-                pages.read_one();
-                if coverage.has(view) {
-                    skipped += 1;
-                    return;
-                }
-                let req = DispatchRequest::from_view(view, dispatcher.delay_levels_ms());
-                if let Err(e) = dispatcher.dispatch(&req) {
-                    tracing::warn!(topic = req.topic, queue_id = req.queue_id,
-                        offset = req.commit_log_offset, error = %e, "re-dispatch during recovery failed");
-                }
-            },
-            |offset, reason| {
-                tracing::warn!(offset, reason, "undecodable record during re-dispatch");
-                None
-            },
-        );
-        pages.release();
-        report.redispatch_skipped = skipped;
-        report.redispatched_records = outcome.records.saturating_sub(skipped);
-    }
-
-    ctx.commit_log.set_topic_queue_table(
-        ctx.queues
-            .entries()
-            .into_iter()
-            .map(|(topic, id, q)| (topic, id, q.read().max_offset())),
-    );
-    if report.truncated_from.is_some() || report.corruption.is_some() {
-        tracing::warn!(?report, "commit log recovered with truncation");
-    } else {
-        tracing::info!(abnormal, max_phy_offset = end, "commit log recovered");
-    }
-    Ok(report)
+    from
 }
 
-/// Which records every derived structure already holds, learnt from the verification scan so
-/// that after a crash each record of the verified range is decoded once, not three times (verify,
-/// reconcile, re-dispatch).
-///
-/// During the scan, [`Coverage::confirm`] looks up the ConsumeQueue unit at each verified
-/// record's (topic, queue id, queue offset): a unit pointing at that record with the same size
-/// and tags code is *confirmed*, counted per queue. Confirmed units are distinct (one per queue
-/// offset) and all point into the verified range, so a queue whose confirmed count equals its
-/// number of units in the range has every unit checked already and [`reconcile_units`] skips it;
-/// any other queue is reconciled unit by unit as before. A record is *covered* when its unit is
-/// confirmed (or it gets none: PREPARED/ROLLBACK) and the index already reaches its CommitLog
-/// offset (or it gets no entries: ROLLBACK; or there is no index). Abnormal re-dispatch starts at
-/// the first record not covered, instead of at the start of the verified range.
-///
-/// During re-dispatch, [`Coverage::has`] recognises covered records from their fixed header alone
-/// (no properties parsing) and the scan passes over them. It does not compare the tags code: in the
-/// verified range the scan or [`reconcile_units`] already did, and before it the log is trusted (a
-/// damaged queue was cut back at its last good unit, so its missing records are never covered).
-/// Anything not covered takes the full dispatch path, which keeps its own idempotence checks.
-struct Coverage<'a> {
-    queues: &'a ConsumeQueueTable,
-    /// Queues looked up so far: records of a handful of queues interleave in the log, so a short
-    /// list beats hashing the topic of every record.
-    known: Vec<KnownQueue>,
-    /// Last CommitLog offset the index holds (-1 when empty); `None` without an index.
-    index_end: Option<i64>,
-    /// CommitLog offset of the first verified record some derived structure lacks.
-    first_uncovered: Option<i64>,
-}
-
-struct KnownQueue {
-    queue_id: i32,
-    topic: String,
-    queue: SharedConsumeQueue,
-    /// Units the verification scan matched with their record.
-    confirmed: u64,
-}
-
-impl<'a> Coverage<'a> {
-    fn new(ctx: &RecoveryContext<'a>) -> Self {
-        let index_end = ctx.index.map(|index| {
-            index
-                .read()
-                .files()
-                .iter()
-                .rev()
-                .find(|f| f.entry_count() > 0)
-                .map_or(-1, |f| f.header().end_phy_offset)
-        });
-        Coverage {
-            queues: ctx.queues,
-            known: Vec::new(),
-            index_end,
-            first_uncovered: None,
-        }
-    }
-
-    fn known(&mut self, topic: &str, queue_id: i32) -> Option<&mut KnownQueue> {
-        let pos = match self
-            .known
-            .iter()
-            .position(|k| k.queue_id == queue_id && k.topic == topic)
-        {
-            Some(pos) => pos,
-            None => {
-                let queue = self.queues.find(topic, queue_id)?;
-                self.known.push(KnownQueue {
-                    queue_id,
-                    topic: topic.to_owned(),
-                    queue,
-                    confirmed: 0,
-                });
-                self.known.len() - 1
+/// Dispatches the records of `[from, end)` the derived structures lack into the ConsumeQueues
+/// and the index, passing over those they already hold.
+fn redispatch(
+    ctx: &RecoveryContext<'_>,
+    from: i64,
+    end: i64,
+    coverage: &mut Coverage<'_>,
+    pages: &mut RecoveryPages<'_>,
+    report: &mut RecoveryReport,
+) {
+    let dispatcher = ctx.dispatcher;
+    let mut skipped = 0u64;
+    let outcome = scan_records(
+        ctx.commit_log,
+        from,
+        end,
+        |view| {
+            pages.read_one();
+            if coverage.has(view) {
+                skipped += 1;
+                return;
             }
-        };
-        self.known.get_mut(pos)
-    }
-
-    /// Units of `queue` the verification scan matched with their record.
-    fn confirmed_units(&self, queue: &SharedConsumeQueue) -> u64 {
-        self.known
-            .iter()
-            .find(|k| Arc::ptr_eq(&k.queue, queue))
-            .map_or(0, |k| k.confirmed)
-    }
-
-    fn indexed(&self, view: &record::RecordView<'_>) -> bool {
-        !sysflag::gets_index_entries(view.sys_flag)
-            || self.index_end.is_none_or(|e| view.commit_log_offset <= e)
-    }
-
-    /// Verification scan: matches a verified record with its unit (see the type docs).
-    fn confirm(&mut self, view: &record::RecordView<'_>, delay_levels_ms: &[i64]) {
-        let indexed = self.indexed(view);
-        let queued = !sysflag::gets_queue_unit(view.sys_flag)
-            || self.known(view.topic, view.queue_id).is_some_and(|known| {
-                let unit = known.queue.read().get(view.queue_offset);
-                let matches = unit.is_some_and(|unit| {
-                    unit.commit_log_offset == view.commit_log_offset
-                        && unit.size == view.total_size
-                        && (view.topic == SCHEDULE_TOPIC
-                            || DispatchRequest::from_view(view, delay_levels_ms).tags_code
-                                == unit.tags_code)
-                });
-                if matches {
-                    known.confirmed += 1;
-                }
-                matches
-            });
-        if !(indexed && queued) && self.first_uncovered.is_none() {
-            self.first_uncovered = Some(view.commit_log_offset);
-        }
-    }
-
-    /// Re-dispatch: whether every derived structure holds the record, from its header alone.
-    fn has(&mut self, view: &record::RecordView<'_>) -> bool {
-        if !self.indexed(view) {
-            return false;
-        }
-        if !sysflag::gets_queue_unit(view.sys_flag) {
-            return true;
-        }
-        let Some(known) = self.known(view.topic, view.queue_id) else {
-            return false;
-        };
-        let unit = known.queue.read().get(view.queue_offset);
-        unit.is_some_and(|unit| {
-            unit.commit_log_offset == view.commit_log_offset && unit.size == view.total_size
-        })
-    }
+            let req = DispatchRequest::from_view(view, dispatcher.delay_levels_ms());
+            if let Err(e) = dispatcher.dispatch(&req) {
+                tracing::warn!(topic = req.topic, queue_id = req.queue_id,
+                    offset = req.commit_log_offset, error = %e, "re-dispatch during recovery failed");
+            }
+        },
+        |offset, reason| {
+            tracing::warn!(offset, reason, "undecodable record during re-dispatch");
+            None
+        },
+    );
+    pages.release();
+    report.redispatch_skipped = skipped;
+    report.redispatched_records = outcome.records.saturating_sub(skipped);
 }
 
 /// Where a damaged queue must be refilled from: the end of its last unit (a record boundary), or
@@ -762,6 +663,83 @@ fn verify_and_truncate(
     // Zero the tail unconditionally: cheap (hole punching) and it guarantees nothing stale
     // survives past the end.
     queue.truncate_dirty(end)?;
+    // The next append goes to the written end: it must be the valid end, or new records would
+    // follow discarded bytes (and be cut off by the next recovery) or overwrite valid ones.
+    let written_end = queue.max_offset();
+    assert_eq!(
+        written_end, end,
+        "commit log written end {written_end} is not the recovered end {end}"
+    );
     queue.set_flushed_where(end);
     Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::FileExt;
+
+    use super::*;
+    use crate::commit_log::append_test_message;
+    use crate::config::MessageStoreConfig;
+    use crate::mapped_file::file_name;
+
+    /// After recovery cut a torn tail, the written end and the flushed offset are the valid end,
+    /// and the next append lands right there.
+    #[test]
+    fn recovery_leaves_the_written_and_flushed_ends_at_the_valid_end() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::io("tmp", e))?;
+        let mut config = MessageStoreConfig::with_root(dir.path());
+        config.mapped_file_size_commit_log = 64 * 1024;
+        let end = {
+            let commit_log = CommitLog::new(&config);
+            commit_log.load()?;
+            for _ in 0..10 {
+                append_test_message(&commit_log, "T", 0, 100);
+            }
+            commit_log.mapped_file_queue().flush(0)?;
+            commit_log.max_offset()
+        };
+        // A torn append after the last record.
+        let segment = config.commit_log_dir().join(file_name(0));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&segment)
+            .map_err(|e| StoreError::io(&segment, e))?;
+        file.write_all_at(&[0xAB; 40], u64::try_from(end).unwrap_or(0))
+            .map_err(|e| StoreError::io(&segment, e))?;
+
+        let commit_log = CommitLog::new(&config);
+        commit_log.load()?;
+        let queues = Arc::new(ConsumeQueueTable::load(dir.path(), 100)?);
+        let checkpoint = Checkpoint::open(&config.checkpoint_path())?;
+        let dispatcher = Dispatcher::new(Arc::clone(&queues), None, Vec::new());
+        let ctx = RecoveryContext {
+            commit_log: &commit_log,
+            queues: &queues,
+            index: None,
+            dispatcher: &dispatcher,
+            checkpoint: &checkpoint,
+            check_crc: true,
+            message_index_safe: false,
+        };
+        let report = recover(&ctx, true)?;
+        assert_eq!(report.max_phy_offset, end);
+        assert!(report.corruption.is_some(), "{report:?}");
+        assert_eq!(commit_log.max_offset(), end);
+        assert_eq!(commit_log.flushed_where(), end);
+        assert_eq!(
+            queues.find("T", 0).map(|q| q.read().max_offset()),
+            Some(10),
+            "re-dispatched"
+        );
+
+        append_test_message(&commit_log, "T", 0, 100);
+        let record = commit_log
+            .get_record(end)
+            .ok_or_else(|| StoreError::Config("no record at the recovered end".into()))?;
+        let view =
+            record::decode_record_view(&record).map_err(|e| StoreError::Config(e.to_string()))?;
+        assert_eq!((view.commit_log_offset, view.queue_offset), (end, 10));
+        Ok(())
+    }
 }

@@ -8,12 +8,17 @@
 //! unit keep the on-disk layout identical to Apache RocketMQ's
 //! (`<root>/consumequeue/<topic>/<queueId>/00000000000006000000`).
 //!
-//! Invariants (checked with `debug_assert!` where they are ours to keep, and with real errors where
-//! they come from disk):
-//! - files are contiguous: file `k + 1` starts exactly `file_size` bytes after file `k`;
+//! Invariants (asserted where they are ours to keep, checked with real errors where they come
+//! from disk; a unit's CommitLog offset comes from the record it indexes, which recovery reads
+//! back from disk):
+//! - files are contiguous: file `k + 1` starts exactly `file_size` bytes after file `k` (an
+//!   error when loaded, asserted when created);
 //! - only the newest file is partly written, every older file is full;
+//! - the unit of queue offset `N` is written at byte `N * 20` of the queue, on the 20-byte grid
+//!   of its file (asserted before every unit is written);
 //! - `min_offset() <= max_offset()`; units in `[min_offset, max_offset)` are valid
-//!   (`commitLogOffset >= 0 && size > 0`) and their commit-log offsets never decrease;
+//!   (`commitLogOffset >= 0 && size > 0`) and their commit-log offsets never decrease (a unit
+//!   that would break that is refused with an error);
 //! - a queue whose first message does not have queue offset 0 (its older files were deleted on
 //!   another broker, or the topic was re-created) starts with blank units `(0, 0x7FFFFFFF, 0)`
 //!   from the start of its first file, exactly like RocketMQ, and `min_offset` skips them.
@@ -22,16 +27,22 @@
 //! and stopping at the first invalid unit, then truncated to the CommitLog and re-filled by
 //! re-dispatching the CommitLog (see `recovery.rs`). Re-dispatching a unit that is already present
 //! is therefore a no-op rather than an error.
+//!
+//! Layout: this module holds one queue (its units, appends and reads, retention); `recover.rs`
+//! loading a queue's files from disk, its recovery and truncation; `table.rs` the table of all
+//! queues of a store.
 
-use std::collections::HashMap;
+mod recover;
+mod table;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-
 use crate::error::StoreError;
 use crate::mapped_file::{MappedFile, file_name, parse_file_name};
+
+pub use table::{ConsumeQueueTable, SharedConsumeQueue};
 
 /// Size in bytes of one ConsumeQueue unit.
 pub const CQ_STORE_UNIT_SIZE: usize = 20;
@@ -209,66 +220,6 @@ impl ConsumeQueue {
         i64::try_from(self.file_size).unwrap_or(i64::MAX)
     }
 
-    fn load_files(&mut self) -> Result<(), StoreError> {
-        let listed = list_offset_files(&self.dir)?;
-        let file_size = self.file_size_i64();
-        let mut expected: Option<i64> = None;
-        let first_rescanned = listed.len().saturating_sub(RECOVER_LAST_FILES);
-        for (idx, (offset, path)) in listed.into_iter().enumerate() {
-            if offset % file_size != 0 {
-                return Err(StoreError::corrupt(
-                    &path,
-                    offset,
-                    format!("file start is not a multiple of the file size {file_size}"),
-                ));
-            }
-            if let Some(expected) = expected
-                && offset != expected
-            {
-                return Err(StoreError::corrupt(
-                    &path,
-                    offset,
-                    format!("consume queue files are not contiguous: expected {expected:020}"),
-                ));
-            }
-            let disk_len = fs::metadata(&path)
-                .map_err(|e| StoreError::io(&path, e))?
-                .len();
-            if disk_len > self.file_size as u64 {
-                return Err(StoreError::corrupt(
-                    &path,
-                    offset,
-                    format!("file is {disk_len} bytes, larger than {file_size}"),
-                ));
-            }
-            if disk_len < self.file_size as u64 && idx < first_rescanned {
-                // Recovery would not look at it, so its missing units would be served as zeros.
-                return Err(StoreError::corrupt(
-                    &path,
-                    offset,
-                    format!("file is {disk_len} bytes, expected {file_size}"),
-                ));
-            }
-            if disk_len < self.file_size as u64 {
-                // A file cut short (disk full, copied by hand): extend it sparsely so it can be
-                // mapped; recovery ignores everything past `disk_len`.
-                tracing::warn!(path = %path.display(), disk_len, "consume queue file is short");
-                let file = fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| StoreError::io(&path, e))?;
-                file.set_len(self.file_size as u64)
-                    .map_err(|e| StoreError::io(&path, e))?;
-            }
-            let mapped = MappedFile::open(&path, self.file_size)?;
-            mapped.set_wrote_position(self.file_size);
-            self.files.push(Arc::new(mapped));
-            self.disk_lens.push(disk_len);
-            expected = offset.checked_add(file_size);
-        }
-        Ok(())
-    }
-
     /// Topic of this queue.
     pub fn topic(&self) -> &str {
         &self.topic
@@ -292,84 +243,6 @@ impl ConsumeQueue {
     /// Size of each file in bytes.
     pub fn file_size(&self) -> usize {
         self.file_size
-    }
-
-    /// Recovers after a restart: scans from the 3rd-last file, stops at the first invalid unit
-    /// (`offset < 0 || size <= 0`, or the end of what is on disk), drops the files after it and
-    /// zeroes the rest of the file it stopped in.
-    ///
-    /// Returns whether units were lost on the way (the file it stopped in was short on disk, or
-    /// held non-zero bytes after the last valid unit, or later files had to be dropped): such a
-    /// queue no longer covers every record of its queue up to the log's end, and only the
-    /// caller, which knows the CommitLog, can refill it (from the end of its last valid unit).
-    /// A queue whose valid units are simply followed by zeros lost nothing.
-    pub fn recover(&mut self) -> Result<bool, StoreError> {
-        if self.files.is_empty() {
-            return Ok(false);
-        }
-        let units_per_file = self.file_size / CQ_STORE_UNIT_SIZE;
-        let mut idx = self.files.len().saturating_sub(RECOVER_LAST_FILES);
-        let mut valid_units;
-        let mut lost_units;
-        loop {
-            let disk_len = self
-                .disk_lens
-                .get(idx)
-                .copied()
-                .unwrap_or(self.file_size as u64);
-            valid_units = 0;
-            // A file cut short on disk may have lost units, whatever its surviving bytes say.
-            lost_units = disk_len < self.file_size as u64;
-            if let Some(file) = self.files.get(idx) {
-                // Never trust bytes past the end on disk (a short file) nor, when recovery runs
-                // again on a live queue, past what was written.
-                let scan_units = usize::try_from(disk_len)
-                    .unwrap_or(usize::MAX)
-                    .min(file.wrote_position())
-                    / CQ_STORE_UNIT_SIZE;
-                let bytes = file
-                    .read_at(0, scan_units * CQ_STORE_UNIT_SIZE)
-                    .unwrap_or_default();
-                valid_units = bytes
-                    .chunks_exact(CQ_STORE_UNIT_SIZE)
-                    .take_while(|chunk| CqUnit::decode(chunk).is_some_and(|u| u.is_valid()))
-                    .count();
-                // Data after the first invalid unit: that unit was damaged, not the clean end.
-                lost_units |= bytes
-                    .get(valid_units * CQ_STORE_UNIT_SIZE..)
-                    .is_some_and(|rest| rest.iter().any(|b| *b != 0));
-            }
-            if valid_units == units_per_file && idx + 1 < self.files.len() {
-                idx += 1;
-                continue;
-            }
-            break;
-        }
-        // Files after the one we stopped in are dirty; they only exist because units were
-        // appended to them, so dropping them loses units.
-        lost_units |= self.files.len() > idx + 1;
-        while self.files.len() > idx + 1 {
-            if let Some(file) = self.files.pop() {
-                tracing::info!(topic = %self.topic, queue_id = self.queue_id,
-                    file = file.file_from_offset(), "dropping dirty consume queue file");
-                file.unlink()?;
-            }
-        }
-        if let Some(file) = self.files.get(idx) {
-            // Zero what follows so units past a damaged one cannot come back in a later scan.
-            file.truncate_to(valid_units * CQ_STORE_UNIT_SIZE)?;
-        }
-        // Every file now holds what recovery verified; lengths on disk no longer matter.
-        self.disk_lens.clear();
-        self.refresh_min_offset();
-        self.refresh_max_physical_offset();
-        debug_assert!(self.min_offset() <= self.max_offset());
-        if lost_units {
-            tracing::warn!(topic = %self.topic, queue_id = self.queue_id,
-                max_offset = self.max_offset(),
-                "consume queue lost units (torn or short file); refilling it from the commit log");
-        }
-        Ok(lost_units)
     }
 
     /// Byte offset just past the last written unit (or the logical start when there is no file).
@@ -430,20 +303,34 @@ impl ConsumeQueue {
 
     fn create_file(&mut self, from: i64) -> Result<(), StoreError> {
         fs::create_dir_all(&self.dir).map_err(|e| StoreError::io(&self.dir, e))?;
-        debug_assert!(
-            self.files
-                .last()
-                .is_none_or(|last| last.file_from_offset() + self.file_size_i64() == from),
-            "consume queue files must be contiguous"
+        // Lookup by queue offset divides by the file size from the first file's start: a file
+        // off the grid or after a gap would make every unit in it answer for another offset.
+        let file_size = self.file_size_i64();
+        let expected = self
+            .files
+            .last()
+            .map(|last| last.file_from_offset() + file_size);
+        assert!(
+            from % file_size == 0 && expected.is_none_or(|expected| from == expected),
+            "{}-{}: new consume queue file at {from}, expected {expected:?} ({file_size} bytes each)",
+            self.topic,
+            self.queue_id
         );
         let path = self.dir.join(file_name(from));
         let file = MappedFile::create(&path, self.file_size)?;
-        debug_assert_eq!(file.file_from_offset(), from);
+        assert_eq!(
+            file.file_from_offset(),
+            from,
+            "{}: file name and start disagree",
+            path.display()
+        );
         self.files.push(Arc::new(file));
         Ok(())
     }
 
-    fn append_unit(&mut self, unit: &CqUnit) -> Result<(), StoreError> {
+    /// Appends `unit` as the unit at byte `at` of the queue (queue offset × 20), creating the
+    /// next file when the last one is full.
+    fn append_unit(&mut self, unit: &CqUnit, at: i64) -> Result<(), StoreError> {
         let needs_file = self.files.last().is_none_or(|f| f.is_full());
         if needs_file {
             let next = self
@@ -459,6 +346,18 @@ impl ConsumeQueue {
                 offset: self.max_offset(),
                 reason: "no consume queue file to append to".into(),
             })?;
+        // The unit of queue offset N must land at byte N × 20, on its file's 20-byte grid:
+        // anywhere else every later lookup by queue offset reads the wrong message, or half of
+        // two. The file's appended position is where `append` writes.
+        let pos = file.appended_position();
+        let from = file.file_from_offset();
+        assert!(
+            pos.is_multiple_of(CQ_STORE_UNIT_SIZE)
+                && from + i64::try_from(pos).unwrap_or(i64::MAX) == at,
+            "{}-{}: unit for byte {at} would be written at position {pos} of the file at {from}",
+            self.topic,
+            self.queue_id
+        );
         file.append(&unit.encode())?;
         Ok(())
     }
@@ -471,7 +370,8 @@ impl ConsumeQueue {
     /// - `queue_offset < max_offset()` with the same unit already stored: a no-op, which makes
     ///   re-dispatch during recovery idempotent; below `min_offset()` nothing can be compared and
     ///   the call is a no-op too.
-    /// - Anything else (a different unit at a used offset, or a gap) is an error.
+    /// - Anything else (a different unit at a used offset, a gap, or a unit pointing before the
+    ///   end of the previous one in the CommitLog) is an error.
     pub fn put(&mut self, queue_offset: i64, unit: CqUnit) -> Result<(), StoreError> {
         if queue_offset < 0 || !unit.is_valid() || unit.is_blank() {
             return Err(StoreError::OffsetOutOfRange {
@@ -489,11 +389,11 @@ impl ConsumeQueue {
             let file_start = byte_pos - byte_pos % self.file_size_i64();
             self.create_file(file_start)?;
             let pad_units = (byte_pos - file_start) / UNIT_SIZE_I64;
-            for _ in 0..pad_units {
-                self.append_unit(&CqUnit::BLANK)?;
+            for k in 0..pad_units {
+                self.append_unit(&CqUnit::BLANK, file_start + k * UNIT_SIZE_I64)?;
             }
             self.min_logic_offset = queue_offset;
-            self.append_unit(&unit)?;
+            self.append_unit(&unit, byte_pos)?;
             self.max_physical_offset = unit.commit_log_offset + i64::from(unit.size);
             return Ok(());
         }
@@ -522,11 +422,19 @@ impl ConsumeQueue {
                 ),
             });
         }
-        debug_assert!(
-            unit.commit_log_offset >= self.max_physical_offset,
-            "consume queue units must follow CommitLog order"
-        );
-        self.append_unit(&unit)?;
+        // Units follow CommitLog order (truncation and retention binary-search on it). The
+        // unit comes from a record's header, which recovery reads back from disk: a unit that
+        // would go back is refused, not asserted.
+        if unit.commit_log_offset < self.max_physical_offset {
+            return Err(StoreError::OffsetOutOfRange {
+                offset: queue_offset,
+                reason: format!(
+                    "{}-{}: unit {unit:?} goes before the end of the previous unit ({})",
+                    self.topic, self.queue_id, self.max_physical_offset
+                ),
+            });
+        }
+        self.append_unit(&unit, byte_pos)?;
         self.max_physical_offset = unit.commit_log_offset + i64::from(unit.size);
         Ok(())
     }
@@ -583,74 +491,6 @@ impl ConsumeQueue {
     /// `commit_log_offset + size` of the last unit, 0 if the queue holds none.
     pub fn max_physical_offset(&self) -> i64 {
         self.max_physical_offset
-    }
-
-    /// Drops every unit whose commit-log offset is `>= max_commit_log_offset` (the CommitLog was
-    /// truncated there), deleting files that become empty and zeroing the dropped bytes.
-    pub fn truncate_dirty(&mut self, max_commit_log_offset: i64) -> Result<(), StoreError> {
-        while let Some(last) = self.files.last() {
-            let written = last.wrote_position() / CQ_STORE_UNIT_SIZE;
-            // Commit-log offsets never decrease, so binary search for the first dirty unit.
-            let (mut lo, mut hi) = (0usize, written);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                let clean = last
-                    .read_at(mid * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE)
-                    .and_then(CqUnit::decode)
-                    .is_some_and(|u| u.commit_log_offset < max_commit_log_offset);
-                if clean {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            if lo == 0 {
-                if let Some(file) = self.files.pop() {
-                    file.unlink()?;
-                }
-                continue;
-            }
-            if lo < written {
-                last.truncate_to(lo * CQ_STORE_UNIT_SIZE)?;
-            }
-            break;
-        }
-        if !self.files.is_empty() {
-            self.min_logic_offset = self.min_logic_offset.min(self.max_offset());
-        }
-        self.refresh_max_physical_offset();
-        Ok(())
-    }
-
-    /// Drops the unit at `queue_offset` and every unit after it (recovery found that unit
-    /// pointing at no record), deleting files that become empty and zeroing the dropped bytes.
-    ///
-    /// Cutting by queue offset rather than by CommitLog offset matters here: the damaged unit's
-    /// CommitLog offset is garbage, so it cannot be trusted to sort between its neighbours.
-    pub fn truncate_from_queue_offset(&mut self, queue_offset: i64) -> Result<(), StoreError> {
-        let cut = queue_offset.max(0).saturating_mul(UNIT_SIZE_I64);
-        while let Some(last) = self.files.last() {
-            let from = last.file_from_offset();
-            if cut <= from {
-                if let Some(file) = self.files.pop() {
-                    file.unlink()?;
-                }
-                continue;
-            }
-            let rel = usize::try_from(cut - from).unwrap_or(usize::MAX);
-            if rel < last.wrote_position() {
-                last.truncate_to(rel)?;
-            }
-            break;
-        }
-        if self.files.is_empty() {
-            // An empty queue restarts at the cut (the next put pads up to it if needed).
-            self.min_logic_offset = self.min_logic_offset.min(queue_offset.max(0));
-        } else {
-            self.min_logic_offset = self.min_logic_offset.min(self.max_offset());
-        }
-        self.refresh_max_physical_offset();
-        Ok(())
     }
 
     /// Deletes whole files, oldest first, whose last unit points before `min_commit_log_offset`
@@ -776,220 +616,110 @@ fn remove_dir_if_empty(dir: &Path) -> Result<(), StoreError> {
     }
 }
 
-/// A ConsumeQueue shared between the dispatcher (writer) and the read path.
-pub type SharedConsumeQueue = Arc<RwLock<ConsumeQueue>>;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// All ConsumeQueues of a store: topic → queue id → queue, created on demand.
-pub struct ConsumeQueueTable {
-    root: PathBuf,
-    entries_per_file: usize,
-    queues: RwLock<HashMap<String, HashMap<i32, SharedConsumeQueue>>>,
-}
-
-impl std::fmt::Debug for ConsumeQueueTable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConsumeQueueTable")
-            .field("root", &self.root)
-            .field("topics", &self.queues.read().len())
-            .finish()
+    fn tmp() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
     }
-}
 
-impl ConsumeQueueTable {
-    /// An empty table for the store at `root`; queues are created by [`Self::find_or_create`].
-    pub fn new(root: &Path, entries_per_file: usize) -> Self {
-        ConsumeQueueTable {
-            root: root.to_path_buf(),
-            entries_per_file,
-            queues: RwLock::new(HashMap::new()),
+    /// Unit number `i`: records of 100 bytes back to back.
+    fn unit(i: i64) -> CqUnit {
+        CqUnit {
+            commit_log_offset: i * 100,
+            size: 100,
+            tags_code: i,
         }
     }
 
-    /// Opens every queue found under `<root>/consumequeue/<topic>/<queueId>` (not yet recovered).
-    pub fn load(root: &Path, entries_per_file: usize) -> Result<Self, StoreError> {
-        let table = ConsumeQueueTable::new(root, entries_per_file);
-        let base = root.join(CONSUME_QUEUE_DIR);
-        let topics = match fs::read_dir(&base) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(table),
-            Err(e) => return Err(StoreError::io(&base, e)),
-        };
-        let mut map: HashMap<String, HashMap<i32, SharedConsumeQueue>> = HashMap::new();
-        for topic_entry in topics {
-            let topic_entry = topic_entry.map_err(|e| StoreError::io(&base, e))?;
-            let topic_path = topic_entry.path();
-            let Some(topic) = topic_entry.file_name().to_str().map(str::to_owned) else {
-                tracing::warn!(path = %topic_path.display(), "ignoring non-UTF-8 topic directory");
-                continue;
-            };
-            if !topic_path.is_dir() {
-                continue;
-            }
-            let queue_dirs =
-                fs::read_dir(&topic_path).map_err(|e| StoreError::io(&topic_path, e))?;
-            for queue_entry in queue_dirs {
-                let queue_entry = queue_entry.map_err(|e| StoreError::io(&topic_path, e))?;
-                let queue_id = queue_entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|s| s.parse::<i32>().ok())
-                    .filter(|id| *id >= 0);
-                let Some(queue_id) = queue_id else {
-                    tracing::warn!(path = %queue_entry.path().display(),
-                        "ignoring unexpected entry in consume queue topic directory");
-                    continue;
-                };
-                let queue = ConsumeQueue::open(root, &topic, queue_id, entries_per_file)?;
-                map.entry(topic.clone())
-                    .or_default()
-                    .insert(queue_id, Arc::new(RwLock::new(queue)));
-            }
+    /// The unit stored in the queue's files at byte `queue_offset × 20`, read from the raw file.
+    fn raw_unit(cq: &ConsumeQueue, queue_offset: i64) -> Option<CqUnit> {
+        let at = queue_offset * UNIT_SIZE_I64;
+        let file = cq.files.iter().find(|f| {
+            (f.file_from_offset()..f.file_from_offset() + cq.file_size_i64()).contains(&at)
+        })?;
+        let raw = std::fs::read(file.path()).ok()?;
+        let pos = usize::try_from(at - file.file_from_offset()).ok()?;
+        CqUnit::decode(raw.get(pos..)?)
+    }
+
+    /// Every unit lands at byte `queue offset × 20`, across file boundaries and after the
+    /// padding of a queue that starts mid-way; appended CommitLog offsets only grow.
+    #[test]
+    fn units_land_at_their_queue_offset() -> Result<(), StoreError> {
+        let dir = tmp();
+        let mut cq = ConsumeQueue::open(dir.path(), "T", 0, 4)?;
+        for i in 6..15 {
+            cq.put(i, unit(i))?;
         }
-        *table.queues.write() = map;
-        Ok(table)
-    }
-
-    /// Recovers every queue (see [`ConsumeQueue::recover`]); returns the queues that lost units
-    /// and must be refilled from the CommitLog.
-    pub fn recover_all(&self) -> Result<Vec<SharedConsumeQueue>, StoreError> {
-        let mut damaged = Vec::new();
-        for queue in self.all() {
-            if queue.write().recover()? {
-                damaged.push(queue);
-            }
+        assert_eq!(cq.file_count(), 3, "files at units 4, 8 and 12");
+        for i in 6..15 {
+            assert_eq!(raw_unit(&cq, i), Some(unit(i)), "unit {i}");
         }
-        Ok(damaged)
-    }
-
-    /// The queue of (topic, queue id) if it exists.
-    pub fn find(&self, topic: &str, queue_id: i32) -> Option<SharedConsumeQueue> {
-        self.queues.read().get(topic)?.get(&queue_id).cloned()
-    }
-
-    /// The queue of (topic, queue id), created (empty, no file yet) if needed.
-    pub fn find_or_create(
-        &self,
-        topic: &str,
-        queue_id: i32,
-    ) -> Result<SharedConsumeQueue, StoreError> {
-        if let Some(queue) = self.find(topic, queue_id) {
-            return Ok(queue);
-        }
-        let mut queues = self.queues.write();
-        let per_topic = queues.entry(topic.to_owned()).or_default();
-        if let Some(queue) = per_topic.get(&queue_id) {
-            return Ok(queue.clone());
-        }
-        let queue = ConsumeQueue::open(&self.root, topic, queue_id, self.entries_per_file)?;
-        let shared = Arc::new(RwLock::new(queue));
-        per_topic.insert(queue_id, shared.clone());
-        Ok(shared)
-    }
-
-    /// Every queue, for whole-store operations.
-    pub fn all(&self) -> Vec<SharedConsumeQueue> {
-        self.queues
-            .read()
-            .values()
-            .flat_map(|per_topic| per_topic.values().cloned())
-            .collect()
-    }
-
-    /// `(topic, queue id, queue)` for every queue, sorted by topic then queue id.
-    pub fn entries(&self) -> Vec<(String, i32, SharedConsumeQueue)> {
-        let mut out: Vec<_> = self
-            .queues
-            .read()
-            .iter()
-            .flat_map(|(topic, per_topic)| {
-                per_topic
-                    .iter()
-                    .map(|(id, q)| (topic.clone(), *id, q.clone()))
-            })
+        assert_eq!(raw_unit(&cq, 4), Some(CqUnit::BLANK));
+        assert_eq!(raw_unit(&cq, 5), Some(CqUnit::BLANK));
+        let offsets: Vec<i64> = (6..15)
+            .filter_map(|i| cq.get(i))
+            .map(|u| u.commit_log_offset)
             .collect();
-        out.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-        out
-    }
-
-    /// Queue ids of a topic.
-    pub fn queue_ids(&self, topic: &str) -> Vec<i32> {
-        let mut ids: Vec<i32> = self
-            .queues
-            .read()
-            .get(topic)
-            .map(|q| q.keys().copied().collect())
-            .unwrap_or_default();
-        ids.sort_unstable();
-        ids
-    }
-
-    /// `topic-queueId → max offset` of every queue, from which the CommitLog rebuilds its
-    /// next-queue-offset table at start-up.
-    pub fn max_offsets(&self) -> HashMap<String, i64> {
-        self.entries()
-            .into_iter()
-            .map(|(topic, id, q)| (format!("{topic}-{id}"), q.read().max_offset()))
-            .collect()
-    }
-
-    /// The largest `max_physical_offset` over all queues.
-    pub fn max_physical_offset(&self) -> i64 {
-        self.all()
-            .iter()
-            .map(|q| q.read().max_physical_offset())
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Truncates every queue to the CommitLog end (see [`ConsumeQueue::truncate_dirty`]).
-    pub fn truncate_dirty(&self, max_commit_log_offset: i64) -> Result<(), StoreError> {
-        for queue in self.all() {
-            queue.write().truncate_dirty(max_commit_log_offset)?;
-        }
+        assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
         Ok(())
     }
 
-    /// Deletes expired files of every queue and corrects their min offsets; returns the number
-    /// of files deleted.
-    pub fn delete_expired(&self, min_commit_log_offset: i64) -> Result<usize, StoreError> {
-        let mut deleted = 0;
-        for queue in self.all() {
-            let mut queue = queue.write();
-            deleted += queue.delete_expired(min_commit_log_offset)?;
-            queue.correct_min_offset(min_commit_log_offset);
+    /// A unit pointing before the end of the previous one (a record read back from a damaged
+    /// log, or one of a re-created topic) is refused with an error, and the queue is unchanged.
+    #[test]
+    fn a_unit_out_of_commit_log_order_is_refused() -> Result<(), StoreError> {
+        let dir = tmp();
+        let mut cq = ConsumeQueue::open(dir.path(), "T", 0, 4)?;
+        for i in 0..3 {
+            cq.put(i, unit(i))?;
         }
-        Ok(deleted)
-    }
-
-    /// Flushes every queue.
-    pub fn flush(&self) -> Result<(), StoreError> {
-        for queue in self.all() {
-            let dirty = queue.read().dirty_files();
-            for file in dirty {
-                file.flush()?;
-            }
-        }
+        let behind = CqUnit {
+            commit_log_offset: 150,
+            ..unit(3)
+        };
+        assert!(cq.put(3, behind).is_err());
+        assert_eq!(cq.max_offset(), 3);
+        cq.put(3, unit(3))?;
         Ok(())
     }
 
-    /// Removes a topic's queues from the table and deletes their files; returns how many queues.
-    pub fn remove_topic(&self, topic: &str) -> Result<usize, StoreError> {
-        let removed = self.queues.write().remove(topic).unwrap_or_default();
-        let count = removed.len();
-        for (_, shared) in removed {
-            match Arc::try_unwrap(shared) {
-                Ok(lock) => lock.into_inner().destroy()?,
-                Err(shared) => {
-                    // Someone still reads it: empty it in place, the files go with the last user.
-                    let mut queue = shared.write();
-                    queue.truncate_dirty(0)?;
-                }
-            }
+    /// A unit about to be written off the 20-byte grid (a file position that no longer matches
+    /// the queue offsets) stops before the write.
+    #[test]
+    #[should_panic(expected = "unit for byte 20 would be written at position 30")]
+    fn a_unit_off_the_grid_is_caught() {
+        let dir = tmp();
+        let mut cq =
+            ConsumeQueue::open(dir.path(), "T", 0, 4).unwrap_or_else(|e| panic!("open: {e}"));
+        let _ = cq.put(0, unit(0));
+        if let Some(file) = cq.files.last() {
+            file.set_wrote_position(30);
         }
-        let topic_dir = self.root.join(CONSUME_QUEUE_DIR).join(topic);
-        if topic_dir.is_dir() {
-            fs::remove_dir_all(&topic_dir).map_err(|e| StoreError::io(&topic_dir, e))?;
-        }
-        Ok(count)
+        let _ = cq.put(cq.max_offset(), unit(1));
+    }
+
+    /// The lowest-level append refuses a unit whose queue offset is not where the file is.
+    #[test]
+    #[should_panic(expected = "unit for byte 60 would be written at position 20")]
+    fn a_unit_at_the_wrong_queue_offset_is_caught() {
+        let dir = tmp();
+        let mut cq =
+            ConsumeQueue::open(dir.path(), "T", 0, 4).unwrap_or_else(|e| panic!("open: {e}"));
+        let _ = cq.put(0, unit(0));
+        let _ = cq.append_unit(&unit(3), 60);
+    }
+
+    /// A new file must follow the last one exactly.
+    #[test]
+    #[should_panic(expected = "new consume queue file at 240, expected Some(80)")]
+    fn a_file_after_a_gap_is_caught() {
+        let dir = tmp();
+        let mut cq =
+            ConsumeQueue::open(dir.path(), "T", 0, 4).unwrap_or_else(|e| panic!("open: {e}"));
+        let _ = cq.put(0, unit(0));
+        let _ = cq.create_file(240);
     }
 }
