@@ -92,14 +92,21 @@ impl Waker {
     }
 
     /// Waits until woken or `timeout` passes; consumes the wake-up. Returns whether it was woken.
+    ///
+    /// A notify without a pending wake-up does not end the wait: a `wake` of an earlier round
+    /// can reach the condvar after its sleeper already returned and slept again, and the
+    /// condvar itself may wake spuriously.
     pub fn wait(&self, timeout: Duration) -> bool {
         if self.pending.swap(false, Ordering::SeqCst) {
             return true;
         }
+        let deadline = Instant::now() + timeout;
         let mut guard = self.lock.lock();
         self.sleeping.store(true, Ordering::SeqCst);
-        if !self.pending.load(Ordering::SeqCst) {
-            let _ = self.cv.wait_for(&mut guard, timeout);
+        while !self.pending.load(Ordering::SeqCst) {
+            if self.cv.wait_until(&mut guard, deadline).timed_out() {
+                break;
+            }
         }
         self.sleeping.store(false, Ordering::SeqCst);
         drop(guard);
@@ -378,12 +385,23 @@ impl CommitLogFlusher {
             tracing::error!(error = %e, "commit log commit failed");
         }
         // Read the timestamp before the end offset: the record carrying it is then below the
-        // end, so once we flushed past the end that timestamp is durable.
+        // end, so once we flushed past the end that timestamp is durable. A record's timestamp
+        // is set when the record is placed, which for a deferred append is before its bytes are
+        // written; so the timestamp counts only when nothing placed in the segment still waits
+        // for its write (the positions are read after the timestamp). A skipped round leaves
+        // the checkpoint's timestamp older, which only makes recovery start earlier.
         let ts = self
             .commit_log
             .mapped_file_queue()
             .last_file()
-            .map_or(0, |f| f.store_timestamp());
+            .map_or(0, |f| {
+                let ts = f.store_timestamp();
+                if f.appended_position() == f.wrote_position() {
+                    ts
+                } else {
+                    0
+                }
+            });
         let target = self.commit_log.max_offset();
         let before = self.commit_log.flushed_where();
         let flushed = self.commit_log.mapped_file_queue().flush(least_pages)?;
@@ -727,6 +745,40 @@ mod tests {
             assert!(newest > 0);
             assert_eq!(flusher.checkpoint.physic_msg_timestamp(), newest);
         }
+    }
+
+    /// A deferred record's timestamp is set before its bytes are written: a flush in between
+    /// must not hand it to the checkpoint, whose timestamp recovery trusts as durable.
+    #[test]
+    fn the_checkpoint_takes_no_timestamp_of_a_record_still_waiting_for_its_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (commit_log, flusher, _) = parts(dir.path(), FlushDiskType::AsyncFlush);
+        append_test_message(&commit_log, "Written", 0, 300);
+        flusher.flush_all().expect("flush");
+        let written_ts = flusher.checkpoint.physic_msg_timestamp();
+        assert!(written_ts > 0);
+        // The next record must carry a later millisecond to be told apart.
+        while comet_protocol::time::now_millis() <= written_ts {
+            std::hint::spin_loop();
+        }
+        let mut msg = comet_protocol::message::MessageExt::new("Deferred", vec![7u8; 300].into());
+        msg.born_host = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
+        msg.store_host = msg.born_host;
+        assert!(
+            commit_log
+                .put_message_with(msg, crate::commit_log::Commit::Deferred)
+                .is_ok()
+        );
+        let newest = commit_log.mapped_file_queue().last_file().expect("segment");
+        let pending_ts = newest.store_timestamp();
+        assert!(pending_ts > written_ts && newest.appended_position() > newest.wrote_position());
+
+        flusher.flush_with(0, Pending::Leave).expect("flush");
+        assert_eq!(flusher.checkpoint.physic_msg_timestamp(), written_ts);
+
+        commit_log.commit().expect("commit");
+        flusher.flush_all().expect("flush");
+        assert_eq!(flusher.checkpoint.physic_msg_timestamp(), pending_ts);
     }
 
     struct FixedProgress(i64);
