@@ -41,6 +41,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   java -cp "/tmp/rw:$CP" RebalanceWindow "$NAMESRV_ADDR" "$BROKER_ADDR"   # from interop/apache/run.sh start
  * </pre>
  *
+ * For the 4.9.8 client, take the classpath of interop/java built with -Drocketmq.client.version=4.9.8.
+ *
  * Consumer 0 starts alone; its first rebalance (over itself only) is held inside the start-offset read
  * of its third queue, so its table holds queues 0 and 1. Consumer 1 joins and takes queues 2 and 3:
  * both own queues, disjointly, all four together. Released, consumer 0's rebalance adds queues 2 and
@@ -111,7 +113,8 @@ public class RebalanceWindow {
 
         public void load() {}
         public void updateOffset(MessageQueue mq, long offset, boolean increaseOnly) { broker().updateOffset(mq, offset, increaseOnly); }
-        public void updateAndFreezeOffset(MessageQueue mq, long offset) { broker().updateAndFreezeOffset(mq, offset); }
+        /** 5.x only (offset reset), not reached here; written without the 5.x call so 4.9.x compiles it too. */
+        public void updateAndFreezeOffset(MessageQueue mq, long offset) { broker().updateOffset(mq, offset, false); }
         public void persistAll(Set<MessageQueue> mqs) { broker().persistAll(mqs); }
         public void persist(MessageQueue mq) { broker().persist(mq); }
         public void removeOffset(MessageQueue mq) { broker().removeOffset(mq); }

@@ -524,11 +524,11 @@ async fn compressed_body(ctx: Ctx) -> Outcome {
 /// still adding queues (each waits for a start-offset query), the sets can look split — member 0
 /// owning queues 0-1, member 1 owning 2-3 — although member 0 goes on to add queues 2 and 3, pulls
 /// them from the group's start offset alongside member 1, and gives them up only at its next
-/// rebalance. Messages sent in that gap reach both members. The official Java client (5.3.3) does
-/// the same (its `updateProcessQueueTableInRebalance` adds the queues of an allocation one by one),
-/// so this is the at-least-once delivery RocketMQ allows while a queue changes owners, not a
-/// client defect. `do_rebalance` waits for a rebalance already running in the member and then
-/// applies the membership the broker reports now: once it has returned on every member, no
+/// rebalance. Messages sent in that gap reach both members. The official Java client (4.9.8 and
+/// 5.3.3) does the same (its `updateProcessQueueTableInRebalance` adds the queues of an allocation
+/// one by one), so this is the at-least-once delivery RocketMQ allows while a queue changes owners,
+/// not a client defect. `do_rebalance` waits for a rebalance already running in the member and
+/// then applies the membership the broker reports now: once it has returned on every member, no
 /// rebalance from an older membership is left and the owned sets stay as they are until the
 /// membership changes.
 async fn wait_rebalanced(
