@@ -46,24 +46,19 @@ mod push_orderly;
 #[path = "../examples/transaction.rs"]
 mod transaction;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+mod push_common;
 
-use comet_broker::{BrokerConfig, BrokerController, BrokerHandle};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+
 use comet_client::admin::topic::default_topic_config;
 use comet_client::admin::{MQAdmin, TopicTarget};
 use comet_client::producer::{DefaultMQProducer, ProducerConfig};
 use comet_client::{
     ClientConfig, LocalTransactionState, Message, SendResult, SendStatus, SessionCredentials,
 };
-use comet_namesrv::{NameServer, NameServerHandle, NamesrvConfig};
-use tempfile::TempDir;
+use push_common::{Cluster, wait_until};
 
-/// Longest wait for an asynchronous effect: a hang guard, generous for a loaded 2-core box.
-const WAIT_DEADLINE: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(20);
 /// Queues of the topics the tests create.
 const QUEUES: i32 = 4;
 /// Response code NO_PERMISSION.
@@ -235,56 +230,27 @@ fn the_guide_shows_every_example_file_verbatim() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A name server and a broker.
+// What the tests check on the broker of the shared harness's cluster.
 
-struct Cluster {
-    namesrv: NameServerHandle,
-    broker: BrokerHandle,
-    dir: TempDir,
-}
-
-impl Cluster {
-    async fn start() -> Cluster {
-        Self::start_with(|_, _| {}).await
-    }
-
-    async fn start_with(tweak: impl FnOnce(&mut BrokerConfig, &Path)) -> Cluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let namesrv = NameServer::start(NamesrvConfig::new(
-            "127.0.0.1:0",
-            dir.path().join("namesrv"),
-        ))
-        .await
-        .expect("name server starts");
-        let mut config = BrokerConfig {
-            bind_address: "127.0.0.1".parse().expect("literal IP"),
-            listen_port: 0,
-            store_path_root_dir: dir.path().join("store"),
-            mapped_file_size_commit_log: 4 * 1024 * 1024,
-            mapped_file_size_consume_queue: 1000 * 20,
-            max_hash_slot_num: 1000,
-            max_index_num: 4000,
-            namesrv_addr: vec![namesrv.local_addr().to_string()],
-            ..BrokerConfig::default()
-        };
-        tweak(&mut config, dir.path());
-        let broker = BrokerController::start(config)
-            .await
-            .expect("broker starts");
-        Cluster {
-            namesrv,
-            broker,
-            dir,
-        }
-    }
-
-    fn namesrv_addr(&self) -> String {
-        self.namesrv.local_addr().to_string()
-    }
-
+/// The guide's view of a test cluster: topics created as `comet topic create` leaves them, and
+/// what the broker holds.
+trait GuideCluster {
     /// Creates `topic` with [`QUEUES`] queues (signed with `credentials` when given) and waits
     /// until the name server serves its route, as `comet topic create` would leave it.
-    async fn create_topic(&self, topic: &str, credentials: Option<SessionCredentials>) {
+    async fn create_routed_topic(&self, topic: &str, credentials: Option<SessionCredentials>);
+    /// Messages in the topic's queues (sum of the ConsumeQueues' max offsets).
+    fn stored(&self, topic: &str) -> i64;
+    /// The group's committed offsets of a topic on the broker, by queue id.
+    fn committed(&self, group: &str, topic: &str) -> BTreeMap<i32, i64>;
+    /// Waits until the topic holds `count` messages, then checks it holds no more.
+    async fn expect_stored(&self, topic: &str, count: i64);
+    /// Waits until the group's committed offsets of the topic add up to `total`. Consumers
+    /// commit oneway (as Java's do), so the broker applies a commit shortly after it returns.
+    async fn expect_committed_total(&self, group: &str, topic: &str, total: i64);
+}
+
+impl GuideCluster for Cluster {
+    async fn create_routed_topic(&self, topic: &str, credentials: Option<SessionCredentials>) {
         let mut client = ClientConfig::new(self.namesrv_addr());
         client.credentials = credentials;
         let admin = MQAdmin::new(client).expect("admin client");
@@ -306,31 +272,26 @@ impl Cluster {
         assert!(routed, "the route of {topic} never appeared");
     }
 
-    /// Messages in the topic's queues (sum of the ConsumeQueues' max offsets).
     fn stored(&self, topic: &str) -> i64 {
-        let store = &self.broker.context().store;
+        let store = &self.broker().context().store;
         (0..QUEUES)
             .map(|q| store.get_max_offset_in_queue(topic, q))
             .sum()
     }
 
-    /// The group's committed offsets of a topic on the broker, by queue id.
     fn committed(&self, group: &str, topic: &str) -> BTreeMap<i32, i64> {
-        self.broker
+        self.broker()
             .context()
             .consumer_offsets
             .query_offsets(group, topic)
     }
 
-    /// Waits until the topic holds `count` messages, then checks it holds no more.
     async fn expect_stored(&self, topic: &str, count: i64) {
         let reached = wait_until(|| async { self.stored(topic) >= count }).await;
         assert!(reached, "{topic} holds {} messages", self.stored(topic));
         assert_eq!(self.stored(topic), count, "messages stored in {topic}");
     }
 
-    /// Waits until the group's committed offsets of the topic add up to `total`. Consumers
-    /// commit oneway (as Java's do), so the broker applies a commit shortly after it returns.
     async fn expect_committed_total(&self, group: &str, topic: &str, total: i64) {
         let reached =
             wait_until(|| async { self.committed(group, topic).values().sum::<i64>() == total })
@@ -340,30 +301,6 @@ impl Cluster {
             "{group} committed {:?} on {topic}, expected {total} in all",
             self.committed(group, topic)
         );
-    }
-
-    async fn shutdown(self) {
-        self.broker.shutdown().await.expect("broker shuts down");
-        self.namesrv.shutdown().await;
-        drop(self.dir);
-    }
-}
-
-/// Polls `condition` every [`POLL`] until it holds; `false` after [`WAIT_DEADLINE`].
-async fn wait_until<F, Fut>(mut condition: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT_DEADLINE;
-    loop {
-        if condition().await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -384,7 +321,7 @@ async fn producer_sends_sync_async_oneway_and_batch() {
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::start().await;
     let topic = "GuideProducerTopic";
-    cluster.create_topic(topic, None).await;
+    cluster.create_routed_topic(topic, None).await;
 
     let sent = producer::run(&cluster.namesrv_addr(), topic)
         .await
@@ -420,7 +357,7 @@ async fn push_consumer_receives_every_message_once_and_commits() {
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::start().await;
     let topic = "GuidePushTopic";
-    cluster.create_topic(topic, None).await;
+    cluster.create_routed_topic(topic, None).await;
 
     let received = push_concurrently::run(&cluster.namesrv_addr(), topic, 20)
         .await
@@ -442,7 +379,7 @@ async fn orderly_consumer_keeps_each_order_in_sequence() {
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::start().await;
     let topic = "GuideOrderTopic";
-    cluster.create_topic(topic, None).await;
+    cluster.create_routed_topic(topic, None).await;
     let orders = 6;
 
     let (queue_of_order, received) = push_orderly::run(&cluster.namesrv_addr(), topic, orders)
@@ -496,7 +433,7 @@ async fn broadcasting_members_each_receive_everything() {
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::start().await;
     let topic = "GuideBroadcastTopic";
-    cluster.create_topic(topic, None).await;
+    cluster.create_routed_topic(topic, None).await;
     let offsets = tempfile::tempdir().expect("tempdir");
 
     let received = broadcasting::run(&cluster.namesrv_addr(), topic, 10, offsets.path())
@@ -541,7 +478,7 @@ async fn pull_consumer_pulls_everything_and_commits_its_offsets() {
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::start().await;
     let topic = "GuidePullTopic";
-    cluster.create_topic(topic, None).await;
+    cluster.create_routed_topic(topic, None).await;
 
     let (bodies, next) = pull::run(&cluster.namesrv_addr(), topic, 12)
         .await
@@ -566,7 +503,7 @@ async fn lite_pull_consumer_assigns_seeks_and_commits() {
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::start().await;
     let topic = "GuideLitePullTopic";
-    cluster.create_topic(topic, None).await;
+    cluster.create_routed_topic(topic, None).await;
 
     let polled = lite_pull::run(&cluster.namesrv_addr(), topic)
         .await
@@ -588,13 +525,13 @@ async fn lite_pull_consumer_assigns_seeks_and_commits() {
 async fn transactions_deliver_committed_and_checked_messages_only() {
     let _serial = SERIAL.lock().await;
     // Check undecided transactions every 200 ms once they are 500 ms old.
-    let cluster = Cluster::start_with(|config, _| {
+    let cluster = Cluster::start_with(|config| {
         config.transaction_check_interval_ms = 200;
         config.transaction_timeout_ms = 500;
     })
     .await;
     let topic = "GuideTransactionTopic";
-    cluster.create_topic(topic, None).await;
+    cluster.create_routed_topic(topic, None).await;
 
     let outcome = transaction::run(&cluster.namesrv_addr(), topic)
         .await
@@ -630,7 +567,7 @@ async fn delayed_messages_arrive_after_their_delay() {
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::start().await;
     let topic = "GuideDelayTopic";
-    cluster.create_topic(topic, None).await;
+    cluster.create_routed_topic(topic, None).await;
 
     let received = delay::run(&cluster.namesrv_addr(), topic, 3)
         .await
@@ -654,7 +591,10 @@ async fn admin_creates_inspects_and_deletes_a_topic() {
         .await
         .expect("example runs");
 
-    assert_eq!(report.created_on, [cluster.broker.local_addr().to_string()]);
+    assert_eq!(
+        report.created_on,
+        [cluster.broker().local_addr().to_string()]
+    );
     assert_eq!(report.write_queues, 3);
     assert!(report.listed);
     assert_eq!(report.stored, 10);
@@ -669,8 +609,9 @@ async fn acl_signed_clients_work_where_unsigned_ones_are_refused() {
     let _serial = SERIAL.lock().await;
     // The broker runs with the guide's plain_acl.yml.
     let acl_file = guide_block("file", "plain_acl.yml", "```yaml");
-    let cluster = Cluster::start_with(|config, dir| {
-        let path = dir.join("plain_acl.yml");
+    let acl_dir = tempfile::tempdir().expect("tempdir");
+    let path = acl_dir.path().join("plain_acl.yml");
+    let cluster = Cluster::start_with(|config| {
         std::fs::write(&path, &acl_file).expect("ACL file written");
         config.acl_enable = true;
         config.acl_file = Some(path);
@@ -678,7 +619,9 @@ async fn acl_signed_clients_work_where_unsigned_ones_are_refused() {
     .await;
     let topic = "AclTopic";
     let admin_account = SessionCredentials::new("rocketmq2", "12345678");
-    cluster.create_topic(topic, Some(admin_account)).await;
+    cluster
+        .create_routed_topic(topic, Some(admin_account))
+        .await;
 
     // Unsigned, a send is refused (its own instance name: the examples' instance signs).
     let mut config = ProducerConfig::new("guide_unsigned_producer", cluster.namesrv_addr());

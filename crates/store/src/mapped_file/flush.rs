@@ -287,11 +287,7 @@ mod tests {
     use super::super::{AppendMode, file_name, resident_bytes_of};
     use super::*;
 
-    fn tmp() -> tempfile::TempDir {
-        tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
-    }
-
-    const MODES: [AppendMode; 2] = [AppendMode::Mapped, AppendMode::FileWrite];
+    use super::super::test_support::{MODES, tmp};
 
     #[test]
     fn released_pages_leave_the_resident_set_and_keep_their_bytes() -> Result<(), StoreError> {

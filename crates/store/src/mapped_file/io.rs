@@ -312,11 +312,7 @@ mod tests {
     use super::super::file_name;
     use super::*;
 
-    fn tmp() -> tempfile::TempDir {
-        tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
-    }
-
-    const MODES: [AppendMode; 2] = [AppendMode::Mapped, AppendMode::FileWrite];
+    use super::super::test_support::{MODES, tmp};
 
     /// A `fill` that fails publishes nothing, in either mode (the next append takes the same
     /// position and overwrites what it left); a record larger than the kept scratch is written

@@ -398,13 +398,23 @@ pub(crate) fn cached_bytes_of(path: &Path) -> (u64, bool) {
     (cached * OS_PAGE_SIZE as u64, droppable)
 }
 
+/// What the tests of the mapped file's modules share.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod test_support {
+    use super::AppendMode;
 
-    fn tmp() -> tempfile::TempDir {
+    pub(crate) fn tmp() -> tempfile::TempDir {
         tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
     }
+
+    /// Every way a file takes appends: each test runs in both.
+    pub(crate) const MODES: [AppendMode; 2] = [AppendMode::Mapped, AppendMode::FileWrite];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::{MODES, tmp};
+    use super::*;
 
     #[test]
     fn names_round_trip() {
@@ -416,8 +426,6 @@ mod tests {
         assert_eq!(parse_file_name(Path::new("/x/0000000000107374182")), None);
         assert_eq!(parse_file_name(Path::new("/x/0000000000107374182a")), None);
     }
-
-    const MODES: [AppendMode; 2] = [AppendMode::Mapped, AppendMode::FileWrite];
 
     #[test]
     fn append_read_flush_reopen() -> Result<(), StoreError> {
