@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
 
 use bytes::Bytes;
 use comet_protocol::message::batch::BatchEntry;
@@ -36,6 +37,7 @@ use crate::error::StoreError;
 use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::page_release::PageReleaseTrigger;
+use crate::replica::ReplicaTail;
 
 /// Most messages accepted in one batch.
 pub const MAX_BATCH_MESSAGES: usize = comet_protocol::limits::MAX_BATCH_MESSAGES;
@@ -195,6 +197,10 @@ pub struct CommitLog {
     writer: Mutex<TopicQueueTable>,
     /// Counts the bytes read through the segments' mappings (see `page_release.rs`).
     page_release: PageReleaseTrigger,
+    /// Serializes replicated appends and tracks their last complete record (see `replica.rs`).
+    pub(crate) replica_tail: Mutex<Option<ReplicaTail>>,
+    /// [`ReplicaTail::complete_end`] for lock-free readers; `i64::MAX` without replication.
+    pub(crate) replica_ceiling: AtomicI64,
 }
 
 impl std::fmt::Debug for CommitLog {
@@ -217,6 +223,8 @@ impl CommitLog {
             auto_message_version_on_topic_len: config.auto_message_version_on_topic_len,
             writer: Mutex::new(TopicQueueTable::default()),
             page_release: PageReleaseTrigger::new(config.mapped_pages_release_bytes),
+            replica_tail: Mutex::new(None),
+            replica_ceiling: AtomicI64::new(i64::MAX),
         }
     }
 

@@ -5,7 +5,8 @@
 //! dispatched offset up to the *dispatchable limit*:
 //! - ASYNC_FLUSH: the written position (what is in the page cache);
 //! - SYNC_FLUSH: the **flushed** position — a consumer must never see a message that a power
-//!   cut could take back after the producer was told it failed or timed out.
+//!   cut could take back after the producer was told it failed or timed out;
+//! - on a slave, never past the last complete record its master sent (`replica.rs`).
 //!
 //! Per record: a ConsumeQueue unit (not for PREPARED/ROLLBACK transaction records, which are
 //! invisible until committed), index entries for UNIQ_KEY and each KEYS entry (not for ROLLBACK),
@@ -371,10 +372,12 @@ impl ReputService {
 
     /// The offset up to which records may be dispatched (see the module docs).
     pub fn dispatch_limit(&self) -> i64 {
-        match self.mode {
+        let limit = match self.mode {
             FlushDiskType::AsyncFlush => self.commit_log.max_offset(),
             FlushDiskType::SyncFlush => self.commit_log.flushed_where(),
-        }
+        };
+        // A slave's log may end inside a record its master has not finished sending.
+        limit.min(self.commit_log.dispatch_ceiling())
     }
 
     /// Bytes written but not yet dispatched.

@@ -34,6 +34,7 @@ pub mod mapped_file_queue;
 pub mod message_store;
 pub mod page_release;
 pub mod recovery;
+pub mod replica;
 pub mod zero_ahead;
 
 pub use commit_log::{

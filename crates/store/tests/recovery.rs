@@ -48,19 +48,6 @@ impl Rec {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("mkdir {}: {e}", to.display()));
-    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{e}")) {
-        let entry = entry.unwrap_or_else(|e| panic!("{e}"));
-        let dst = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &dst);
-        } else {
-            std::fs::copy(entry.path(), &dst).unwrap_or_else(|e| panic!("copy: {e}"));
-        }
-    }
-}
-
 /// Builds the template store and returns its records in log order.
 fn build_template(root: &Path) -> Vec<Rec> {
     let rt = tokio::runtime::Builder::new_current_thread()

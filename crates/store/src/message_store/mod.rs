@@ -19,6 +19,7 @@ mod get;
 mod lifecycle;
 mod put;
 mod query;
+mod replica;
 mod services;
 
 use std::fs::File;

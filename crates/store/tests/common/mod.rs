@@ -103,3 +103,18 @@ pub fn fast_tempdir() -> tempfile::TempDir {
     }
     tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
 }
+
+/// Copies a directory tree: a store copied while open is what a crash leaves on disk (its
+/// `abort` file included), and the copy can be opened beside the original.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("mkdir {}: {e}", to.display()));
+    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{e}")) {
+        let entry = entry.unwrap_or_else(|e| panic!("{e}"));
+        let dst = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &dst);
+        } else {
+            std::fs::copy(entry.path(), &dst).unwrap_or_else(|e| panic!("copy: {e}"));
+        }
+    }
+}
