@@ -68,7 +68,7 @@ async fn a_slave_serves_what_its_master_stored() {
         let mut rng = Rng(7);
         let mut sent: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
         for i in 0..400 {
-            let queue_id = (i % 3) as i32;
+            let queue_id = i % 3;
             let len = 50 + rng.below(900) as usize;
             let body = rng.bytes(len);
             let r = master
