@@ -124,6 +124,17 @@ impl TopicConfigTable {
         (config, true)
     }
 
+    /// Makes the table a copy of `master`'s: its topics (attributes included) and its data
+    /// version. Returns whether anything changed.
+    pub fn mirror(&self, master: TopicsDocument) -> bool {
+        let mut doc = self.doc.write();
+        if *doc == master {
+            return false;
+        }
+        *doc = master;
+        true
+    }
+
     /// Deletes a topic and bumps the data version.
     pub fn remove(&self, topic: &str) -> Option<TopicConfig> {
         let mut doc = self.doc.write();
@@ -237,6 +248,17 @@ impl SubscriptionGroupTable {
     }
 
     /// The group's configuration, if known.
+    /// Makes the table a copy of `master`'s (groups, forbidden table, data version). Returns
+    /// whether anything changed.
+    pub fn mirror(&self, master: SubscriptionGroupDocument) -> bool {
+        let mut doc = self.doc.write();
+        if *doc == master {
+            return false;
+        }
+        *doc = master;
+        true
+    }
+
     pub fn find(&self, group: &str) -> Option<SubscriptionGroupConfig> {
         self.doc.read().subscription_group_table.get(group).cloned()
     }

@@ -14,6 +14,7 @@ use comet_store::MessageStore;
 
 use crate::client::{ConsumerManager, ProducerManager};
 use crate::config::BrokerConfig;
+use crate::ha::Replication;
 use crate::long_polling::PullRequestHoldService;
 use crate::offset_manager::ConsumerOffsetManager;
 use crate::outer_api::BrokerOuterApi;
@@ -35,6 +36,9 @@ pub struct BrokerContext {
     pub pull_hold: Arc<PullRequestHoldService>,
     pub schedule: Arc<ScheduleMessageService>,
     pub outer_api: Arc<BrokerOuterApi>,
+    /// The HA listener, the slave client of a slave, and what a `SYNC_MASTER`'s answers wait
+    /// for.
+    pub replication: Arc<Replication>,
     /// `brokerIP1:listenPort`: the store host of every message (and so of every offset msgId).
     pub store_host: SocketAddr,
     /// Cancelled when the broker shuts down; background tasks stop on it.

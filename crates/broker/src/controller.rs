@@ -29,6 +29,7 @@ use tokio::task::JoinHandle;
 use crate::client::{ClientHousekeeping, ConsumerManager, ProducerManager};
 use crate::config::{BrokerConfig, ConfigError};
 use crate::context::BrokerContext;
+use crate::ha::Replication;
 use crate::long_polling::{NotifyMessageArrivingListener, PullRequestHoldService};
 use crate::offset_manager::ConsumerOffsetManager;
 use crate::outer_api::{BrokerIdentity, BrokerOuterApi, RegisterReport};
@@ -55,6 +56,8 @@ pub enum BrokerError {
     Acl(#[from] AclError),
     #[error("a blocking start-up or shutdown step failed: {0}")]
     Join(String),
+    #[error("cannot listen for slaves on {0}: {1}")]
+    HaListen(SocketAddr, std::io::Error),
 }
 
 /// Starts brokers; see [`BrokerController::start`].
@@ -76,14 +79,15 @@ impl BrokerController {
         tracing::info!(root = %root.display(), ?report, "message store opened");
 
         // From here on, a failed step closes the store again before the error is returned.
-        let (tables, acl, server) = match open_tables_and_bind(&config).await {
+        let replication = Arc::new(Replication::new(&config, &store));
+        let opened = match open_tables_and_bind(&config, &replication).await {
             Ok(opened) => opened,
             Err(e) => {
                 shutdown_store(&store).await;
                 return Err(e);
             }
         };
-        let local_addr = server.local_addr();
+        let local_addr = opened.server.local_addr();
         let broker_ip = config.resolve_broker_ip();
         let store_host = SocketAddr::new(broker_ip, local_addr.port());
         if config.broker_ip1.is_none() && config.bind_address.is_unspecified() {
@@ -94,22 +98,42 @@ impl BrokerController {
             tracing::info!(store_host = %store_host, "broker address (brokerIP1:listenPort)");
         }
 
-        let ctx = build_context(&config, &store, tables, store_host);
+        let Opened {
+            tables,
+            acl,
+            server,
+            fast,
+            ha_listener,
+        } = opened;
+        let ha_port = replication.master.local_addr().map_or(0, |a| a.port());
+        let ctx = build_context(
+            &config,
+            &store,
+            tables,
+            store_host,
+            Arc::clone(&replication),
+        );
         let transactions = Arc::new(TransactionService::new(store_host.ip()));
         install_on_server(&server, &ctx, &transactions);
-        let tasks = start_services(&ctx, transactions, acl.as_ref());
+        if let Some(fast) = &fast {
+            install_on_server(fast, &ctx, &transactions);
+        }
+        let mut tasks = start_services(&ctx, transactions, acl.as_ref());
+        tasks.extend(replication.start(ha_listener, &store, &ctx.shutdown));
 
         let server = server.start();
+        let fast = fast.map(RemotingServer::start);
         let identity = BrokerIdentity {
             cluster_name: config.broker_cluster_name.clone(),
             broker_name: config.broker_name.clone(),
             broker_addr: store_host.to_string(),
-            ha_server_addr: SocketAddr::new(broker_ip, config.ha_listen_port).to_string(),
-            broker_id: config.broker_id,
+            ha_server_addr: SocketAddr::new(config.ha_advertised_ip(), ha_port).to_string(),
+            broker_id: config.effective_broker_id(),
         };
         let mut handle = BrokerHandle {
             ctx,
             server: Some(server),
+            fast,
             tasks,
             identity,
             local_addr,
@@ -149,18 +173,22 @@ impl MetadataTables {
     }
 }
 
-/// Loads the metadata tables and the ACL, and binds the listener with the ACL hook installed
-/// before any processor can run, so no request is ever served unchecked.
+/// What start-up opened and bound before anything runs.
+struct Opened {
+    tables: MetadataTables,
+    acl: Option<Arc<PlainAccessValidator>>,
+    server: RemotingServer,
+    /// The fast (VIP) listener, `listenPort - 2`, where there is room for one.
+    fast: Option<RemotingServer>,
+    ha_listener: tokio::net::TcpListener,
+}
+
+/// Loads the metadata tables and the ACL, and binds the listeners (main, fast, HA) with the ACL
+/// hook installed before any processor can run, so no request is ever served unchecked.
 async fn open_tables_and_bind(
     config: &Arc<BrokerConfig>,
-) -> Result<
-    (
-        MetadataTables,
-        Option<Arc<PlainAccessValidator>>,
-        RemotingServer,
-    ),
-    BrokerError,
-> {
+    replication: &Replication,
+) -> Result<Opened, BrokerError> {
     let tables = MetadataTables::open(config)?;
     let acl = if config.acl_enable {
         let path = config.acl_file_path();
@@ -172,10 +200,31 @@ async fn open_tables_and_bind(
         None
     };
     let server = RemotingServer::bind(config.server_config()).await?;
-    if let Some(acl) = &acl {
-        server.add_rpc_hook(Arc::clone(acl) as Arc<dyn comet_remoting::RpcHook>);
+    let fast = match config.fast_listen_addr() {
+        Some(addr) => {
+            let mut fast_config = config.server_config();
+            fast_config.listen_addr = addr.to_string();
+            Some(RemotingServer::bind(fast_config).await?)
+        }
+        None => None,
+    };
+    for listener in std::iter::once(&server).chain(fast.as_ref()) {
+        if let Some(acl) = &acl {
+            listener.add_rpc_hook(Arc::clone(acl) as Arc<dyn comet_remoting::RpcHook>);
+        }
     }
-    Ok((tables, acl, server))
+    let ha_listener = replication
+        .master
+        .bind(config.ha_listen_addr())
+        .await
+        .map_err(|e| BrokerError::HaListen(config.ha_listen_addr(), e))?;
+    Ok(Opened {
+        tables,
+        acl,
+        server,
+        fast,
+        ha_listener,
+    })
 }
 
 /// The state every processor and service shares.
@@ -184,6 +233,7 @@ fn build_context(
     store: &Arc<MessageStore>,
     tables: MetadataTables,
     store_host: SocketAddr,
+    replication: Arc<Replication>,
 ) -> Arc<BrokerContext> {
     let channel_expired = Duration::from_millis(config.channel_expired_timeout_ms);
     Arc::new(BrokerContext {
@@ -204,6 +254,7 @@ fn build_context(
             config.namesrv_addr.clone(),
             Duration::from_millis(config.register_broker_timeout_ms),
         )),
+        replication,
         store_host,
         shutdown: CancellationToken::new(),
     })
@@ -224,6 +275,7 @@ fn install_on_server(
     server.set_response_fence(Arc::new(CommitBeforeReply::new(
         Arc::clone(&ctx.store),
         Arc::clone(&ctx.pull_hold),
+        Arc::clone(&ctx.replication),
     )));
     processor::routes::register(server, ctx, transactions);
     // The client tables (consumers, producers, held pulls) forget a connection when it closes.
@@ -239,10 +291,16 @@ fn start_services(
 ) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
     ctx.pull_hold.start(Arc::downgrade(ctx));
-    tasks.extend(ctx.schedule.start(ctx));
     tasks.push(ClientHousekeeping::start(ctx));
     tasks.push(spawn_persist_task(ctx));
-    tasks.push(transaction::check::start(transactions, ctx));
+    if ctx.config.is_slave() {
+        // A slave's delayed and transactional messages arrive from its master, which delivers
+        // and checks them; its metadata comes from the master too.
+        tasks.push(crate::ha::sync::start(ctx));
+    } else {
+        tasks.extend(ctx.schedule.start(ctx));
+        tasks.push(transaction::check::start(transactions, ctx));
+    }
     if let Some(acl) = acl {
         tasks.push(acl.spawn_watcher(DEFAULT_WATCH_INTERVAL, ctx.shutdown.clone()));
     }
@@ -288,6 +346,7 @@ fn spawn_registration_task(ctx: &Arc<BrokerContext>, identity: BrokerIdentity) -
                 .register_broker_all(&identity, ctx.topic_config.to_register_wrapper())
                 .await;
             log_report("broker registration", &report);
+            ctx.replication.on_registered(&report);
         }
     })
 }
@@ -359,6 +418,7 @@ async fn persist_tables(ctx: &Arc<BrokerContext>, all: bool) {
 pub struct BrokerHandle {
     ctx: Arc<BrokerContext>,
     server: Option<ServerHandle>,
+    fast: Option<ServerHandle>,
     tasks: Vec<JoinHandle<()>>,
     identity: BrokerIdentity,
     local_addr: SocketAddr,
@@ -381,6 +441,9 @@ impl Drop for BrokerHandle {
         if let Some(server) = self.server.take() {
             tracing::warn!(broker = %self.identity.broker_name, "broker handle dropped without shutdown");
             server.begin_shutdown();
+            if let Some(fast) = self.fast.take() {
+                fast.begin_shutdown();
+            }
             self.ctx.shutdown.cancel();
         }
     }
@@ -415,18 +478,19 @@ impl BrokerHandle {
             .register_broker_all(&self.identity, self.ctx.topic_config.to_register_wrapper())
             .await;
         log_report("broker registration", &report);
+        self.ctx.replication.on_registered(&report);
         report
     }
 
     /// Shuts the broker down gracefully (see the module docs).
     pub async fn shutdown(mut self) -> Result<(), BrokerError> {
         tracing::info!(broker = %self.identity.broker_name, "broker shutting down");
-        if let Some(server) = &self.server {
+        for server in self.server.iter().chain(&self.fast) {
             server.begin_shutdown();
         }
         self.ctx.pull_hold.answer_all_now();
         self.ctx.shutdown.cancel();
-        if let Some(server) = self.server.take() {
+        for server in self.server.take().into_iter().chain(self.fast.take()) {
             server.shutdown().await;
         }
         for task in self.tasks.drain(..) {

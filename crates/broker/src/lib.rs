@@ -22,6 +22,7 @@ pub mod transaction;
 
 pub mod client;
 pub mod filter;
+pub mod ha;
 pub mod long_polling;
 pub mod rebalance_lock;
 

@@ -7,9 +7,12 @@
 //! fsync, rename, `.bak` kept), so a crash mid-write loses at most the last period and never the
 //! whole file. A dirty flag skips the periodic write when nothing was committed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Display;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
 
 use crate::config_tables::{CONSUMER_OFFSET_FILE, ConsumerOffsetTable, OffsetTable, config_path};
 use comet_config_file::ConfigFileError;
@@ -23,6 +26,10 @@ pub const NO_OFFSET: i64 = -1;
 pub struct ConsumerOffsetManager {
     table: ConsumerOffsetTable,
     dirty: DirtyFlag,
+    /// On a slave: the (group, topic, queue) offsets committed to it directly since its last
+    /// copy of the master's table (see [`ConsumerOffsetManager::merge_from_master`]).
+    local_commits: Mutex<HashSet<(String, String, i32)>>,
+    tracking: AtomicBool,
 }
 
 impl ConsumerOffsetManager {
@@ -31,6 +38,8 @@ impl ConsumerOffsetManager {
         Ok(ConsumerOffsetManager {
             table: ConsumerOffsetTable::open(&config_path(store_root, CONSUMER_OFFSET_FILE))?,
             dirty: DirtyFlag::default(),
+            local_commits: Mutex::new(HashSet::new()),
+            tracking: AtomicBool::new(false),
         })
     }
 
@@ -47,6 +56,48 @@ impl ConsumerOffsetManager {
         tracing::trace!(client = %client_host, group, topic, queue_id, offset, "commit offset");
         self.table.commit(group, topic, queue_id, offset);
         self.dirty.mark();
+        if self.tracking.load(Ordering::Relaxed) {
+            self.local_commits
+                .lock()
+                .insert((group.to_owned(), topic.to_owned(), queue_id));
+        }
+    }
+
+    /// Makes this table follow a master's (a slave's): from now on direct commits are
+    /// remembered until the next [`ConsumerOffsetManager::merge_from_master`].
+    pub fn follow_master(&self) {
+        self.tracking.store(true, Ordering::Relaxed);
+    }
+
+    /// A slave's copy of its master's offsets: the master's value wins, except for a queue
+    /// committed to the slave directly since the last copy (consumers that read from the slave
+    /// while the master was away), where the higher of the two stays. So offsets a master kept
+    /// from before a long outage never move the slave's back (Apache's issue #1094), and a
+    /// reset made on the master still reaches the slave. Returns how many offsets changed.
+    pub fn merge_from_master(&self, master: &OffsetTable) -> usize {
+        let local = std::mem::take(&mut *self.local_commits.lock());
+        let mut changed = 0;
+        for (key, queues) in master {
+            let Some((topic, group)) = crate::config_tables::split_offset_key(key) else {
+                continue;
+            };
+            for (&queue_id, &offset) in queues {
+                let mine = self.table.query(group, topic, queue_id);
+                let kept_local = local.contains(&(group.to_owned(), topic.to_owned(), queue_id));
+                let value = match mine {
+                    Some(mine) if kept_local => mine.max(offset),
+                    _ => offset,
+                };
+                if mine != Some(value) {
+                    self.table.commit(group, topic, queue_id, value);
+                    changed += 1;
+                }
+            }
+        }
+        if changed > 0 {
+            self.dirty.mark();
+        }
+        changed
     }
 
     /// The committed offset, or [`NO_OFFSET`] (−1).

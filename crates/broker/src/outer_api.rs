@@ -13,7 +13,8 @@ use comet_protocol::RemotingCommand;
 use comet_protocol::body::{RegisterBrokerBody, TopicConfigSerializeWrapper};
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{
-    RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader, request_with_header,
+    CommandHeaderExt, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader, request_with_header,
 };
 use comet_remoting::{ClientConfig, RemotingClient};
 use futures::future::join_all;
@@ -52,6 +53,18 @@ pub enum OuterApiError {
 pub struct RegisterReport {
     pub succeeded: Vec<String>,
     pub failed: Vec<OuterApiError>,
+    /// What the name servers answered a slave: its master's addresses (the first answer that
+    /// names a master).
+    pub master: Option<MasterAddrs>,
+}
+
+/// A slave's master as a name server knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MasterAddrs {
+    /// The master's main address (`brokerIP1:listenPort`).
+    pub addr: Option<String>,
+    /// The master's HA address (`brokerIP2:haListenPort`).
+    pub ha_addr: Option<String>,
 }
 
 /// `crc32(body) & 0x7FFFFFFF`, the `bodyCrc32` REGISTER_BROKER carries.
@@ -131,7 +144,18 @@ impl BrokerOuterApi {
         let calls = addrs.iter().map(|addr| self.call(addr, request.clone()));
         for (addr, outcome) in addrs.iter().zip(join_all(calls).await) {
             match outcome {
-                Ok(()) => report.succeeded.push(addr.clone()),
+                Ok(response) => {
+                    report.succeeded.push(addr.clone());
+                    if report.master.is_none()
+                        && let Ok(header) = response.decode_header::<RegisterBrokerResponseHeader>()
+                        && (header.master_addr.is_some() || header.ha_server_addr.is_some())
+                    {
+                        report.master = Some(MasterAddrs {
+                            addr: header.master_addr,
+                            ha_addr: header.ha_server_addr,
+                        });
+                    }
+                }
                 Err(e) => report.failed.push(e),
             }
         }
@@ -153,14 +177,18 @@ impl BrokerOuterApi {
         let mut report = RegisterReport::default();
         for (addr, outcome) in addrs.iter().zip(join_all(calls).await) {
             match outcome {
-                Ok(()) => report.succeeded.push(addr.clone()),
+                Ok(_) => report.succeeded.push(addr.clone()),
                 Err(e) => report.failed.push(e),
             }
         }
         report
     }
 
-    async fn call(&self, addr: &str, request: RemotingCommand) -> Result<(), OuterApiError> {
+    async fn call(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+    ) -> Result<RemotingCommand, OuterApiError> {
         let response = self
             .client
             .invoke(addr, request, self.timeout)
@@ -170,7 +198,7 @@ impl BrokerOuterApi {
                 reason: e.to_string(),
             })?;
         if response.code == ResponseCode::Success.code() {
-            Ok(())
+            Ok(response)
         } else {
             Err(OuterApiError::Refused {
                 addr: addr.to_owned(),

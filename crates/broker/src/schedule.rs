@@ -82,6 +82,14 @@ impl ScheduleMessageService {
         })
     }
 
+    /// A slave's copy of its master's delivery progress (the master delivers; a slave keeps
+    /// the offsets current for the day it serves in its place).
+    pub fn mirror_offsets(&self, master: &BTreeMap<i32, i64>) {
+        for (level, offset) in master {
+            self.offsets.set(*level, *offset);
+        }
+    }
+
     /// Writes delayOffset.json.
     pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.offsets.persist()

@@ -107,6 +107,19 @@ impl SubscriptionGroupManager {
     }
 
     /// Writes `subscriptionGroup.json`.
+    /// A slave's copy of its master's groups: replaces the whole table when it differs and
+    /// persists it. Returns whether it changed.
+    pub fn mirror_master(
+        &self,
+        master: crate::config_tables::SubscriptionGroupDocument,
+    ) -> Result<bool, ConfigFileError> {
+        if !self.table.mirror(master) {
+            return Ok(false);
+        }
+        self.table.persist()?;
+        Ok(true)
+    }
+
     pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.table.persist()
     }

@@ -217,6 +217,17 @@ impl TopicConfigManager {
         self.commit_change();
     }
 
+    /// A slave's copy of its master's table: replaces the whole table (topics with their
+    /// attributes, data version) when it differs, persists it and re-registers. Returns whether
+    /// it changed.
+    pub fn mirror_master(&self, master: crate::config_tables::TopicsDocument) -> bool {
+        let changed = self.table.mirror(master);
+        if changed {
+            self.commit_change();
+        }
+        changed
+    }
+
     /// Deletes a topic; returns its configuration if it existed.
     pub fn delete(&self, topic: &str) -> Option<TopicConfig> {
         let removed = self.table.remove(topic);

@@ -8,8 +8,8 @@ use std::time::Duration;
 use comet_store::MessageStoreConfig;
 
 use super::{
-    BrokerConfig, DEFAULT_ACL_FILE, MAX_REGISTER_NAME_SERVER_PERIOD_MS,
-    MIN_REGISTER_NAME_SERVER_PERIOD_MS, ROCKETMQ_HOME_ENV,
+    BrokerConfig, BrokerRole, DEFAULT_ACL_FILE, FAST_PORT_OFFSET, HA_PORT_OFFSET,
+    MAX_REGISTER_NAME_SERVER_PERIOD_MS, MIN_REGISTER_NAME_SERVER_PERIOD_MS, ROCKETMQ_HOME_ENV,
 };
 
 impl BrokerConfig {
@@ -106,6 +106,49 @@ impl BrokerConfig {
         self.to_store_config()
             .delay_levels_millis()
             .unwrap_or_default()
+    }
+
+    /// Whether this broker is a slave.
+    pub fn is_slave(&self) -> bool {
+        self.broker_role == BrokerRole::Slave
+    }
+
+    /// The id the broker registers with: 0 for a master whatever `brokerId` says (as Apache
+    /// does), `brokerId` for a slave.
+    pub fn effective_broker_id(&self) -> i64 {
+        if self.is_slave() { self.broker_id } else { 0 }
+    }
+
+    /// Brokers that must hold a message before its send is answered: `inSyncReplicas` for a
+    /// `SYNC_MASTER`, else 1 (the broker itself).
+    pub fn required_copies(&self) -> usize {
+        match self.broker_role {
+            BrokerRole::SyncMaster => usize::try_from(self.in_sync_replicas).unwrap_or(1).max(1),
+            _ => 1,
+        }
+    }
+
+    /// The address the HA listener binds: `haListenPort`, else `listenPort + 1`, else (with
+    /// `listenPort` 0) an ephemeral port.
+    pub fn ha_listen_addr(&self) -> SocketAddr {
+        let port = match (self.ha_listen_port, self.listen_port) {
+            (0, 0) => 0,
+            (0, listen) => listen.saturating_add(HA_PORT_OFFSET),
+            (ha, _) => ha,
+        };
+        SocketAddr::new(self.bind_address, port)
+    }
+
+    /// The address of the fast (VIP) listener, `listenPort - 2`, if `listenPort` leaves room
+    /// for one (not with an ephemeral `listenPort`).
+    pub fn fast_listen_addr(&self) -> Option<SocketAddr> {
+        (self.listen_port > FAST_PORT_OFFSET)
+            .then(|| SocketAddr::new(self.bind_address, self.listen_port - FAST_PORT_OFFSET))
+    }
+
+    /// The IP slaves reach the HA listener at: `brokerIP2`, else the broker's own address.
+    pub fn ha_advertised_ip(&self) -> IpAddr {
+        self.broker_ip2.unwrap_or_else(|| self.resolve_broker_ip())
     }
 
     /// The address the main listener binds.

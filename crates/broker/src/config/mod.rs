@@ -38,6 +38,9 @@ pub const DEFAULT_BROKER_NAME: &str = "broker-a";
 pub const DEFAULT_LISTEN_PORT: u16 = 10911;
 /// Offset of the HA port from the main port (10911 → 10912).
 pub const HA_PORT_OFFSET: u16 = 1;
+/// Offset of the "fast" (VIP) port below the main port (10911 → 10909), which Apache's slaves
+/// fetch the topic table from.
+pub const FAST_PORT_OFFSET: u16 = 2;
 /// Default `defaultTopicQueueNums` of a broker.
 pub const DEFAULT_TOPIC_QUEUE_NUMS: i32 = 8;
 /// Most queues one topic may have: a bound on what a single create request can make the broker
@@ -49,6 +52,9 @@ pub const MAX_REGISTER_NAME_SERVER_PERIOD_MS: u64 = 60_000;
 /// Shortest accepted period for timers driven by config (offset flush, short polling): a tighter
 /// loop only burns CPU.
 pub const MIN_TIMER_PERIOD_MS: u64 = 10;
+/// Largest `haTransferBatchSize`: an Apache slave reads each HA frame (12-byte header and body)
+/// into a 4 MiB buffer.
+pub const MAX_HA_BATCH_BYTES: usize = 4 * 1024 * 1024 - 12;
 /// Longest `broker.conf` line accepted after joining continuations (a bound on hostile input).
 pub const MAX_CONFIG_LINE_LEN: usize = 64 * 1024;
 
@@ -141,21 +147,52 @@ broker_config! {
     broker_cluster_name: String = DEFAULT_CLUSTER_NAME.to_owned() => "brokerClusterName" - Apache,
     /// Name of the broker group; routes and message queues carry it.
     broker_name: String = DEFAULT_BROKER_NAME.to_owned() => "brokerName" - Apache,
-    /// 0 for a master (the only role Comet runs).
+    /// 0 for the master of a broker group, above 0 for each of its slaves (a master's is set to
+    /// 0 whatever the file says, as Apache does).
     broker_id: i64 = 0 => "brokerId" - Apache,
-    /// `ASYNC_MASTER` or `SYNC_MASTER` (`SLAVE` is refused).
+    /// `ASYNC_MASTER` (answers before slaves have a copy), `SYNC_MASTER` (answers once
+    /// `inSyncReplicas` brokers hold the message) or `SLAVE` (replicates its master, serves no
+    /// sends).
     broker_role: BrokerRole = BrokerRole::AsyncMaster => "brokerRole" - Apache,
     /// IP the main listener binds (`0.0.0.0`: every interface).
     bind_address: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED) => "bindAddress" - Apache,
     /// Port of the main listener; 0 picks an ephemeral port.
     listen_port: u16 = DEFAULT_LISTEN_PORT => "listenPort" - Apache,
-    /// Announced to name servers as the broker's HA address (Comet runs no HA service).
-    ha_listen_port: u16 = DEFAULT_LISTEN_PORT + HA_PORT_OFFSET => "haListenPort" - Apache,
+    /// Port of the HA listener slaves replicate from (every broker opens one); 0 means
+    /// `listenPort + 1`, or an ephemeral port when `listenPort` is 0.
+    ha_listen_port: u16 = 0 => "haListenPort" - Apache,
+    /// The master's HA address (`host:port`) a slave replicates from; empty: the one the name
+    /// servers answer the slave's registration with.
+    ha_master_address: String = String::new() => "haMasterAddress" - Apache,
+    /// A slave reports its offset at least this often; a master sends a heartbeat frame after
+    /// this long without data.
+    ha_send_heartbeat_interval_ms: u64 = 5_000 => "haSendHeartbeatInterval" ms Apache,
+    /// Either side drops an HA connection on which nothing arrived for this long.
+    ha_housekeeping_interval_ms: u64 = 20_000 => "haHousekeepingInterval" ms Apache,
+    /// Most CommitLog bytes one HA frame carries.
+    ha_transfer_batch_size: usize = 32 * 1024 => "haTransferBatchSize" bytes Apache,
+    /// A slave further behind its master than this is not counted as in sync.
+    ha_max_gap_not_in_sync: u64 = 256 * 1024 * 1024 => "haMaxGapNotInSync" bytes Apache,
+    /// Brokers (the master included) that must hold a message before a `SYNC_MASTER` answers its
+    /// send. Apache's default is 1, with which a `SYNC_MASTER` waits for no slave; Comet's is 2,
+    /// so that a `SYNC_MASTER` answers only once a slave has the message, as its name says.
+    in_sync_replicas: u32 = 2 => "inSyncReplicas" count Apache,
+    /// Brokers of the group, the master included (informational: acks follow
+    /// `inSyncReplicas`).
+    total_replicas: u32 = 1 => "totalReplicas" count Apache,
+    /// A `SYNC_MASTER` send whose copies are still missing after this long answers
+    /// FLUSH_SLAVE_TIMEOUT (the message stays stored).
+    slave_timeout_ms: u64 = 3_000 => "slaveTimeout" ms Apache,
+    /// A slave serves pulls (without it, a slave refuses every pull with SYSTEM_BUSY), and a
+    /// master tells consumers that fall far behind to pull from a slave.
+    slave_read_enable: bool = false => "slaveReadEnable" - Apache,
     /// Name servers to register with, `;`-separated `host:port`.
     namesrv_addr: Vec<String> = Vec::new() => "namesrvAddr" - Apache,
     /// The address clients reach this broker at (routes, message ids). Empty: the bind IP if
     /// specific, else the first non-loopback IPv4 of the host.
     broker_ip1: Option<IpAddr> = None => "brokerIP1" - Apache,
+    /// The address slaves reach this broker's HA listener at. Empty: as `brokerIP1`.
+    broker_ip2: Option<IpAddr> = None => "brokerIP2" - Apache,
     /// Root of the store (CommitLog, ConsumeQueue, index, config files); default `$HOME/store`.
     store_path_root_dir: PathBuf = default_store_root() => "storePathRootDir" - Apache,
     /// Directory of the CommitLog; empty means `<storePathRootDir>/commitlog`.

@@ -1,7 +1,7 @@
 //! Validation of a whole configuration: every value the broker relies on, reported by key.
 
 use super::{
-    BrokerConfig, BrokerRole, ConfigError, ConfigValue, MAX_QUEUE_NUMS, MIN_TIMER_PERIOD_MS,
+    BrokerConfig, BrokerRole, ConfigError, MAX_HA_BATCH_BYTES, MAX_QUEUE_NUMS, MIN_TIMER_PERIOD_MS,
 };
 
 fn invalid(key: &'static str, reason: String) -> Result<(), ConfigError> {
@@ -26,14 +26,28 @@ impl BrokerConfig {
         if self.broker_name.trim().is_empty() {
             return invalid("brokerName", "must not be empty".into());
         }
-        if self.broker_id != 0 || self.broker_role == BrokerRole::Slave {
+        if self.broker_role == BrokerRole::Slave && self.broker_id <= 0 {
             return invalid(
                 "brokerId",
                 format!(
-                    "Comet runs master brokers only (brokerId 0, brokerRole ASYNC_MASTER/SYNC_MASTER); got brokerId {} role {}",
-                    self.broker_id,
-                    self.broker_role.render()
+                    "a SLAVE's brokerId must be above 0 (0 is its master's); got {}",
+                    self.broker_id
                 ),
+            );
+        }
+        if self.in_sync_replicas == 0 {
+            return invalid("inSyncReplicas", "must be at least 1".into());
+        }
+        if !self.ha_master_address.is_empty() && !self.ha_master_address.contains(':') {
+            return invalid(
+                "haMasterAddress",
+                format!("{:?} is not host:port", self.ha_master_address),
+            );
+        }
+        if self.ha_transfer_batch_size == 0 || self.ha_transfer_batch_size > MAX_HA_BATCH_BYTES {
+            return invalid(
+                "haTransferBatchSize",
+                format!("must be within 1..={MAX_HA_BATCH_BYTES}"),
             );
         }
         if !(1..=MAX_QUEUE_NUMS).contains(&self.default_topic_queue_nums) {
@@ -81,6 +95,12 @@ impl BrokerConfig {
                 self.flush_interval_consume_queue_ms,
             ),
             ("cleanResourceInterval", self.clean_resource_interval_ms),
+            (
+                "haSendHeartbeatInterval",
+                self.ha_send_heartbeat_interval_ms,
+            ),
+            ("haHousekeepingInterval", self.ha_housekeeping_interval_ms),
+            ("slaveTimeout", self.slave_timeout_ms),
         ] {
             if value < MIN_TIMER_PERIOD_MS {
                 return invalid(key, format!("must be at least {MIN_TIMER_PERIOD_MS} ms"));

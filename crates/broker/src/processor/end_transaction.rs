@@ -82,6 +82,13 @@ pub async fn end_transaction(
     peer: std::net::SocketAddr,
     remark: Option<&str>,
 ) -> Option<RemotingCommand> {
+    if ctx.config.is_slave() {
+        tracing::warn!(%peer, "END_TRANSACTION sent to a slave refused");
+        return Some(error_response(
+            ResponseCode::SlaveNotAvailable,
+            "Message store is slave mode, so end transaction is forbidden. ",
+        ));
+    }
     let from_check = header.from_transaction_check.unwrap_or(false);
     let commit = match header.commit_or_rollback {
         transaction_flag::COMMIT => true,

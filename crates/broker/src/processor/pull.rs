@@ -34,8 +34,7 @@ use crate::filter::{TagFilter, is_tag_type};
 use crate::long_polling::HeldPull;
 use crate::processor::{Rejection, client_host, decode_header, error_response, reject};
 
-/// Broker id consumers are told to pull from: always the master. Comet runs no slaves, and a
-/// RocketMQ broker without `slaveReadEnable` answers the same.
+/// Broker id of a group's master.
 pub const MASTER_ID: i64 = 0;
 
 /// Handles PULL_MESSAGE and LITE_PULL_MESSAGE.
@@ -117,6 +116,13 @@ fn pull(
     request: &RemotingCommand,
     allow_suspend: bool,
 ) -> Result<Option<RemotingCommand>, Rejection> {
+    if ctx.config.is_slave() && !ctx.config.slave_read_enable {
+        // A Java slave without slaveReadEnable rejects the request before any processing.
+        return Err(reject(
+            ResponseCode::SystemBusy,
+            "[REJECTREQUEST]system busy, start flow control for a while",
+        ));
+    }
     let header: PullMessageRequestHeader = decode_header(request)?;
     let topic = header.topic.as_str();
     let group = header.consumer_group.as_str();
@@ -149,9 +155,11 @@ fn pull(
         Some(&filter),
     );
     let code = response_code(result.status, header.queue_offset);
-    let response = build_response(code, result);
+    let suggested = suggest_broker(ctx, &group_config, result.suggest_pulling_from_slave);
+    let response = build_response(code, result, suggested);
 
-    if allow_suspend && header.has_commit_offset() {
+    // A slave keeps the offsets its master sends it; a consumer's pull does not commit there.
+    if allow_suspend && header.has_commit_offset() && !ctx.config.is_slave() {
         ctx.consumer_offsets.commit_offset(
             client_host(channel),
             group,
@@ -225,6 +233,21 @@ fn check_access(
         ));
     }
     Ok((group_config, topic_config))
+}
+
+/// Which broker of the group the consumer should pull from next: with `slaveReadEnable`, a
+/// consumer further behind than memory holds is sent to the group's
+/// `whichBrokerWhenConsumeSlowly` (a slave), the others to the group's `brokerId`; without it,
+/// always the master.
+fn suggest_broker(ctx: &BrokerContext, group: &SubscriptionGroupConfig, slowly: bool) -> i64 {
+    if !ctx.config.slave_read_enable {
+        return MASTER_ID;
+    }
+    if slowly {
+        group.which_broker_when_consume_slowly
+    } else {
+        group.broker_id
+    }
 }
 
 /// Hands a pull that found nothing to the hold service; false when the hold table is full and
@@ -317,9 +340,9 @@ fn resolve_subscription(
 }
 
 /// The pull response: header with the queue bounds, remark = status name, body = records.
-fn build_response(code: ResponseCode, result: GetMessageResult) -> RemotingCommand {
+fn build_response(code: ResponseCode, result: GetMessageResult, suggested: i64) -> RemotingCommand {
     let header = PullMessageResponseHeader {
-        suggest_which_broker_id: MASTER_ID,
+        suggest_which_broker_id: suggested,
         next_begin_offset: result.next_begin_offset,
         min_offset: result.min_offset,
         max_offset: result.max_offset,

@@ -45,6 +45,7 @@ use comet_store::{Commit, MessageExtBatch, MessageStore, PutMessageResult, PutMe
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
+use crate::ha::Replication;
 use crate::long_polling::PullRequestHoldService;
 use crate::processor::{Rejection, error_response, reject};
 use crate::transaction;
@@ -108,29 +109,46 @@ impl RequestProcessor for SendMessageProcessor {
 pub struct CommitBeforeReply {
     store: Arc<MessageStore>,
     pull_hold: Arc<PullRequestHoldService>,
+    replication: Arc<Replication>,
 }
 
 impl CommitBeforeReply {
-    pub fn new(store: Arc<MessageStore>, pull_hold: Arc<PullRequestHoldService>) -> Self {
-        Self { store, pull_hold }
+    pub fn new(
+        store: Arc<MessageStore>,
+        pull_hold: Arc<PullRequestHoldService>,
+        replication: Arc<Replication>,
+    ) -> Self {
+        Self {
+            store,
+            pull_hold,
+            replication,
+        }
     }
 }
 
 impl ResponseFence for CommitBeforeReply {
     fn settle(&self) -> Result<Settled, String> {
         let answered = self.pull_hold.answered_count();
-        self.store
+        let wrote = self
+            .store
             .write_pending()
             .map_err(|e| format!("commit log write failed: {e}"))?;
+        if wrote {
+            // The slave connections send what was just written.
+            self.replication.master.wake();
+        }
         Ok(Settled {
             // Another connection's commit may have woken them: a needless yield, no harm.
             woke_responders: self.pull_hold.answered_count() != answered,
         })
     }
 
-    /// SYNC_FLUSH answers wait for the flushed offset.
+    /// SYNC_MASTER answers wait for enough copies (and the master's flush under SYNC_FLUSH);
+    /// SYNC_FLUSH answers for the flushed offset.
     fn released(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Some(self.store.flushed_watch())
+        self.replication
+            .released()
+            .or_else(|| Some(self.store.flushed_watch()))
     }
 
     /// SYNC_FLUSH: has the flush thread flush what `settle` wrote. Whether this writer holds
@@ -141,7 +159,9 @@ impl ResponseFence for CommitBeforeReply {
     }
 
     fn hold_timeout(&self) -> std::time::Duration {
-        self.store.sync_flush_timeout()
+        self.replication
+            .slave_timeout()
+            .unwrap_or_else(|| self.store.sync_flush_timeout())
     }
 
     fn on_hold_expired(&self, until: u64) {
@@ -212,6 +232,9 @@ async fn handle_send(
         Ok(h) => h,
         Err(e) => return header_error(request.code, &e),
     };
+    if ctx.config.is_slave() {
+        return slave_refusal(ctx, &header.topic);
+    }
     let (topic_config, queue_id) = match check_topic_and_queue(ctx, &header, peer) {
         Ok(v) => v,
         Err(rsp) => return *rsp,
@@ -415,6 +438,7 @@ async fn send_single(
         return *rsp;
     }
     let uniq_key = msg.uniq_key().map(str::to_owned);
+    let wait = msg.properties.get(keys::WAIT_STORE_MSG_OK) != Some("false");
     let result = if half {
         // The half waits in RMQ_SYS_TRANS_HALF_TOPIC for END_TRANSACTION (no delay rewrite:
         // a delay applies to the committed message).
@@ -423,7 +447,7 @@ async fn send_single(
     } else {
         put_message_with(ctx, msg, commit_for(request)).await
     };
-    send_response(ctx, result, response_queue_id, uniq_key)
+    send_response(ctx, result, response_queue_id, uniq_key, wait)
 }
 
 /// Retry-topic rules (`handleRetryAndDLQ`): the group must exist; a message whose reconsume count
@@ -521,11 +545,12 @@ async fn send_batch(
     batch.born_timestamp = header.born_timestamp;
     batch.reconsume_times = header.reconsume_times.unwrap_or(0);
     let batch_uniq_key = batch_properties.get(keys::UNIQ_KEY).map(str::to_owned);
+    let wait = batch_properties.get(keys::WAIT_STORE_MSG_OK) != Some("false");
     let result = ctx
         .store
         .put_messages_with(batch, commit_for(request))
         .await;
-    send_response(ctx, result, queue_id, batch_uniq_key)
+    send_response(ctx, result, queue_id, batch_uniq_key, wait)
 }
 
 /// What the broker adds to the properties of every message it accepts from a producer, in this
@@ -660,6 +685,7 @@ fn send_response(
     result: PutMessageResult,
     queue_id: i32,
     uniq_key: Option<String>,
+    wait: bool,
 ) -> RemotingCommand {
     let (code, remark) = status_response_code(result.status);
     let Some(append) = result.append.filter(|_| result.status.is_written()) else {
@@ -672,13 +698,37 @@ fn send_response(
     header.trace_on = Some(ctx.config.trace_on);
     let mut response = comet_protocol::headers::response_with_header(code, &header);
     response.remark = remark.map(str::to_owned);
-    // SYNC_FLUSH: the connection writes the answer once the CommitLog is flushed past the
-    // record ([`CommitBeforeReply`]), or FLUSH_DISK_TIMEOUT after `syncFlushTimeout`.
-    response.hold = result.flush_until.map(|until| ResponseHold {
-        until: u64::try_from(until).unwrap_or(0),
-        expired_code: ResponseCode::FlushDiskTimeout.code(),
-    });
+    // SYNC_MASTER: the connection writes the answer once enough brokers hold the record (and,
+    // under SYNC_FLUSH, it is on the master's disk), or FLUSH_SLAVE_TIMEOUT after
+    // `slaveTimeout`. SYNC_FLUSH alone: once the CommitLog is flushed past the record, or
+    // FLUSH_DISK_TIMEOUT after `syncFlushTimeout` ([`CommitBeforeReply`]).
+    response.hold = if wait && ctx.replication.waits_for_slaves() && code == ResponseCode::Success {
+        let end = append.wrote_offset + i64::try_from(append.wrote_bytes).unwrap_or(i64::MAX);
+        Some(ResponseHold {
+            until: u64::try_from(end).unwrap_or(0),
+            expired_code: ResponseCode::FlushSlaveTimeout.code(),
+        })
+    } else {
+        result.flush_until.map(|until| ResponseHold {
+            until: u64::try_from(until).unwrap_or(0),
+            expired_code: ResponseCode::FlushDiskTimeout.code(),
+        })
+    };
     response
+}
+
+/// A slave stores only what its master sends: a send to a topic it knows is refused as a
+/// Java slave's store refuses it (SERVICE_NOT_AVAILABLE), one to a topic it does not know with
+/// TOPIC_NOT_EXIST (a slave creates no topic: its topics come from its master).
+fn slave_refusal(ctx: &BrokerContext, topic: &str) -> RemotingCommand {
+    if ctx.topic_config.select(topic).is_none() {
+        return error_response(
+            ResponseCode::TopicNotExist,
+            format!("topic[{topic}] not exist, apply first please!"),
+        );
+    }
+    let (code, remark) = status_response_code(PutMessageStatus::ServiceNotAvailable);
+    error_response(code, remark.unwrap_or("messages are put to the slave"))
 }
 
 #[cfg(test)]

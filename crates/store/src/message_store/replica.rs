@@ -32,6 +32,11 @@ impl MessageStore {
         Ok(end)
     }
 
+    /// The store's `flushDiskType`.
+    pub fn flush_disk_type(&self) -> FlushDiskType {
+        self.flusher.mode()
+    }
+
     /// Bytes per CommitLog segment: a slave's must equal its master's, since both hold the same
     /// bytes at the same offsets.
     pub fn commit_log_segment_size(&self) -> usize {

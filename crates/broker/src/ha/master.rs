@@ -1,0 +1,333 @@
+//! The master side of the classic HA protocol: the HA listener, and per slave connection a
+//! reader of its offset reports and a writer of CommitLog transfers.
+//!
+//! Every broker opens the listener (a slave too, as Apache's do). On a connection the master
+//! sends nothing until the slave's first report, which says where to start: the reported
+//! offset, or for an empty slave (report 0) the start of the master's newest segment. From then
+//! on the writer sends what is written, at most `haTransferBatchSize` bytes per frame and never
+//! across a segment's end, straight out of the mapped CommitLog; it waits for new appends (the
+//! broker wakes it after each write of the send path) and sends a heartbeat after
+//! `haSendHeartbeatInterval` without data.
+//!
+//! What a slave reports is checked before it counts, unlike in Apache 5.3.3 (its issues #3015
+//! and #3388): a first report beyond the master's end or before its oldest segment ends the
+//! connection with an error naming both offsets (the slave's log cannot continue this master's);
+//! a later report that goes backwards or past what this connection was sent ends it too. A
+//! slave silent for `haHousekeepingInterval`, or that stops reading for as long, is dropped.
+
+use std::io::IoSlice;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use comet_remoting::CancellationToken;
+use comet_store::MessageStore;
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::acks::ReplicaAcks;
+use super::wire::{self, HEADER_LEN};
+use super::{HaError, HaSettings};
+
+/// Longest wait for new data before the writer looks again on its own: appends that do not go
+/// through the send path's fence (delayed messages, transactions) are sent at least this soon.
+const IDLE_RECHECK: Duration = Duration::from_millis(100);
+
+/// What the master knows of one connected slave (for statistics and tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlaveLink {
+    pub peer: SocketAddr,
+    /// Where the slave asked to start, once it reported.
+    pub requested: Option<i64>,
+    /// End of what was sent to it.
+    pub sent_end: i64,
+}
+
+/// State a connection's reader and writer share.
+#[derive(Debug)]
+struct Link {
+    peer: SocketAddr,
+    /// The slave's first report.
+    request: watch::Sender<Option<i64>>,
+    /// End of the bytes sent on this connection (or of what the slave held when it started):
+    /// an acknowledgement never counts past it.
+    sent_end: AtomicI64,
+}
+
+/// The HA service of a master: its listener, its slave connections and their acknowledgements.
+#[derive(Debug)]
+pub struct HaMaster {
+    store: Arc<MessageStore>,
+    acks: Arc<ReplicaAcks>,
+    settings: HaSettings,
+    /// Woken after appends; each connection's writer waits on it when it has sent everything.
+    written: Notify,
+    next_id: AtomicU64,
+    links: Mutex<Vec<(u64, Arc<Link>)>>,
+    local_addr: Mutex<Option<SocketAddr>>,
+}
+
+impl HaMaster {
+    pub fn new(store: Arc<MessageStore>, acks: Arc<ReplicaAcks>, settings: HaSettings) -> Self {
+        Self {
+            store,
+            acks,
+            settings,
+            written: Notify::new(),
+            next_id: AtomicU64::new(1),
+            links: Mutex::new(Vec::new()),
+            local_addr: Mutex::new(None),
+        }
+    }
+
+    /// Tells the slave connections that the CommitLog grew. Cheap without slaves.
+    pub fn wake(&self) {
+        self.written.notify_waiters();
+    }
+
+    /// The acknowledgements of the slaves.
+    pub fn acks(&self) -> &Arc<ReplicaAcks> {
+        &self.acks
+    }
+
+    /// The address the HA listener is bound to.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        *self.local_addr.lock()
+    }
+
+    /// The slaves connected now.
+    pub fn slaves(&self) -> Vec<SlaveLink> {
+        self.links
+            .lock()
+            .iter()
+            .map(|(_, link)| SlaveLink {
+                peer: link.peer,
+                requested: *link.request.borrow(),
+                sent_end: link.sent_end.load(Ordering::Acquire),
+            })
+            .collect()
+    }
+
+    /// Binds the HA listener.
+    pub async fn bind(&self, addr: SocketAddr) -> std::io::Result<TcpListener> {
+        let listener = TcpListener::bind(addr).await?;
+        *self.local_addr.lock() = listener.local_addr().ok();
+        Ok(listener)
+    }
+
+    /// Accepts slave connections until `shutdown`.
+    pub fn start(
+        self: &Arc<Self>,
+        listener: TcpListener,
+        shutdown: CancellationToken,
+    ) -> JoinHandle<()> {
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    accepted = listener.accept() => accepted,
+                };
+                match accepted {
+                    Ok((stream, peer)) => {
+                        let me = Arc::clone(&me);
+                        let stop = shutdown.child_token();
+                        tokio::spawn(async move { me.serve(stream, peer, stop).await });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "HA listener accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        })
+    }
+
+    /// One slave connection, until it fails, idles out or the broker stops.
+    async fn serve(self: Arc<Self>, stream: TcpStream, peer: SocketAddr, stop: CancellationToken) {
+        let _ = stream.set_nodelay(true);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let link = Arc::new(Link {
+            peer,
+            request: watch::Sender::new(None),
+            sent_end: AtomicI64::new(0),
+        });
+        self.links.lock().push((id, Arc::clone(&link)));
+        tracing::info!(%peer, "slave connected to the HA listener");
+        let (read, write) = stream.into_split();
+        let outcome = tokio::select! {
+            _ = stop.cancelled() => Ok(()),
+            r = self.read_reports(read, id, &link) => r,
+            w = self.transfer(write, &link) => w,
+        };
+        self.acks.remove(id);
+        self.links.lock().retain(|(i, _)| *i != id);
+        match outcome {
+            Ok(()) => tracing::info!(%peer, "slave connection closed"),
+            Err(e @ (HaError::Closed | HaError::Io(_))) => {
+                tracing::info!(%peer, reason = %e, "slave connection closed")
+            }
+            Err(e) => tracing::error!(%peer, reason = %e, "slave connection dropped"),
+        }
+    }
+
+    /// Reads the slave's offset reports; the first one sets where transfers start, each later
+    /// one is its acknowledgement.
+    async fn read_reports(
+        &self,
+        mut read: OwnedReadHalf,
+        id: u64,
+        link: &Link,
+    ) -> Result<(), HaError> {
+        let mut buf = [0u8; 1024];
+        let mut filled = 0;
+        let mut acked: Option<i64> = None;
+        loop {
+            let n = tokio::time::timeout(self.settings.housekeeping, read.read(&mut buf[filled..]))
+                .await
+                .map_err(|_| HaError::Silent(self.settings.housekeeping))??;
+            if n == 0 {
+                return Err(HaError::Closed);
+            }
+            filled += n;
+            let (last, used) = wire::last_report(&buf[..filled]);
+            buf.copy_within(used..filled, 0);
+            filled -= used;
+            let Some(report) = last else { continue };
+            let ack = match acked {
+                None => {
+                    self.check_start(report)?;
+                    link.sent_end.store(report, Ordering::Release);
+                    link.request.send_replace(Some(report));
+                    report
+                }
+                Some(previous) => {
+                    let sent = link.sent_end.load(Ordering::Acquire);
+                    if report < previous {
+                        return Err(HaError::ReportWentBack { previous, report });
+                    }
+                    if report > sent {
+                        return Err(HaError::ReportBeyondSent { report, sent });
+                    }
+                    report
+                }
+            };
+            acked = Some(ack);
+            self.acks.ack(id, ack);
+        }
+    }
+
+    /// A slave may start at 0 (empty) or anywhere within the master's log.
+    fn check_start(&self, report: i64) -> Result<(), HaError> {
+        let (min, max) = (self.store.min_phy_offset(), self.store.max_phy_offset());
+        if report < 0 || report > max {
+            return Err(HaError::SlaveAhead {
+                slave: report,
+                master: max,
+            });
+        }
+        if report != 0 && report < min {
+            return Err(HaError::SlaveBehindOldest {
+                slave: report,
+                oldest: min,
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends the log from where the slave asked, then whatever is written, with heartbeats.
+    async fn transfer(&self, mut write: OwnedWriteHalf, link: &Link) -> Result<(), HaError> {
+        let mut request = link.request.subscribe();
+        let requested = loop {
+            if let Some(offset) = *request.borrow_and_update() {
+                break offset;
+            }
+            request.changed().await.map_err(|_| HaError::Closed)?;
+        };
+        let mut next = if requested == 0 {
+            let max = self.store.max_phy_offset();
+            max - max.rem_euclid(self.settings.segment_size)
+        } else {
+            requested
+        };
+        link.sent_end.fetch_max(next, Ordering::AcqRel);
+        tracing::info!(peer = %link.peer, requested, from = next, "transferring the commit log to a slave");
+        let mut last_write = Instant::now();
+        loop {
+            let written = self.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if let Some(bytes) = self.store.read_replicated(next, self.settings.batch) {
+                let header = wire::encode_header(next, bytes.len());
+                self.send(&mut write, &header, &bytes).await?;
+                next += i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+                link.sent_end.store(next, Ordering::Release);
+                last_write = Instant::now();
+                continue;
+            }
+            let oldest = self.store.min_phy_offset();
+            if next < oldest {
+                return Err(HaError::SlaveBehindOldest {
+                    slave: next,
+                    oldest,
+                });
+            }
+            let heartbeat_due = last_write + self.settings.heartbeat;
+            let recheck = (Instant::now() + IDLE_RECHECK).min(heartbeat_due);
+            tokio::select! {
+                _ = &mut written => {}
+                _ = tokio::time::sleep_until(recheck) => {}
+            }
+            if Instant::now() >= heartbeat_due {
+                self.send(&mut write, &wire::encode_header(next, 0), &[])
+                    .await?;
+                last_write = Instant::now();
+            }
+        }
+    }
+
+    /// Writes one frame (header and body in one `writev` where the socket takes them); a slave
+    /// that takes none of it for `haHousekeepingInterval` is dropped.
+    async fn send(
+        &self,
+        write: &mut OwnedWriteHalf,
+        header: &[u8; HEADER_LEN],
+        body: &[u8],
+    ) -> Result<(), HaError> {
+        tokio::time::timeout(self.settings.housekeeping, write_frame(write, header, body))
+            .await
+            .map_err(|_| HaError::NotReading(self.settings.housekeeping))?
+            .map_err(HaError::Io)
+    }
+}
+
+/// Writes `header` then `body`, gathered, until both are out.
+async fn write_frame(
+    write: &mut OwnedWriteHalf,
+    header: &[u8; HEADER_LEN],
+    body: &[u8],
+) -> std::io::Result<()> {
+    let (mut head, mut rest) = (&header[..], body);
+    while !head.is_empty() || !rest.is_empty() {
+        let n = if head.is_empty() {
+            write.write(rest).await?
+        } else {
+            write
+                .write_vectored(&[IoSlice::new(head), IoSlice::new(rest)])
+                .await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let from_head = n.min(head.len());
+        head = &head[from_head..];
+        rest = &rest[n - from_head..];
+    }
+    Ok(())
+}

@@ -1,0 +1,225 @@
+//! Replication of the CommitLog from a master to its slaves (RocketMQ's classic HA), and the
+//! `SYNC_MASTER` rule that a send is answered only once enough brokers hold it.
+//!
+//! - [`wire`]: the protocol's frames.
+//! - [`master`]: the HA listener every broker opens, and the transfers to each slave.
+//! - [`slave`]: a slave's connection to its master.
+//! - [`acks`]: what the slaves acknowledged, and the offset enough brokers hold.
+//!
+//! [`Replication`] ties them to a broker: the send path's fence wakes the transfers after each
+//! write, and a `SYNC_MASTER`'s held answers wait for [`Replication::released`], the offset up to
+//! which the log is both durable on the master (per `flushDiskType`) and held by
+//! `inSyncReplicas` brokers.
+
+pub mod acks;
+pub mod master;
+pub mod slave;
+pub mod sync;
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use comet_remoting::CancellationToken;
+use comet_store::{FlushDiskType, MessageStore};
+use thiserror::Error;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{BrokerConfig, MAX_HA_BATCH_BYTES};
+use crate::outer_api::RegisterReport;
+use acks::ReplicaAcks;
+use master::HaMaster;
+use slave::HaSlave;
+
+/// Largest body one transfer frame may carry, sender or receiver.
+pub const MAX_FRAME_BODY: usize = MAX_HA_BATCH_BYTES;
+
+/// The HA settings of a broker.
+#[derive(Debug, Clone, Copy)]
+pub struct HaSettings {
+    /// Most bytes per transfer frame (`haTransferBatchSize`).
+    pub batch: usize,
+    /// `haSendHeartbeatInterval`.
+    pub heartbeat: Duration,
+    /// `haHousekeepingInterval`.
+    pub housekeeping: Duration,
+    /// Bytes per CommitLog segment.
+    pub segment_size: i64,
+}
+
+impl HaSettings {
+    pub fn of(config: &BrokerConfig) -> Self {
+        Self {
+            batch: config.ha_transfer_batch_size.clamp(1, MAX_FRAME_BODY),
+            heartbeat: Duration::from_millis(config.ha_send_heartbeat_interval_ms),
+            housekeeping: Duration::from_millis(config.ha_housekeeping_interval_ms),
+            segment_size: i64::try_from(config.mapped_file_size_commit_log)
+                .unwrap_or(i64::MAX)
+                .max(1),
+        }
+    }
+}
+
+/// Why an HA connection ended.
+#[derive(Debug, Error)]
+pub enum HaError {
+    #[error("the peer closed the connection")]
+    Closed,
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("nothing received for {0:?}")]
+    Silent(Duration),
+    #[error("the peer took no data for {0:?}")]
+    NotReading(Duration),
+    #[error(
+        "the slave's commit log ends at {slave}, beyond the master's end {master}: it holds data this master never wrote; empty the slave's store to replicate this master"
+    )]
+    SlaveAhead { slave: i64, master: i64 },
+    #[error(
+        "the slave needs the log from offset {slave}, but the master's oldest segment starts at {oldest}; empty the slave's store to replicate this master"
+    )]
+    SlaveBehindOldest { slave: i64, oldest: i64 },
+    #[error("the slave reported {report} after {previous}: reports never go back")]
+    ReportWentBack { previous: i64, report: i64 },
+    #[error("the slave reported {report}, but was sent the log only up to {sent}")]
+    ReportBeyondSent { report: i64, sent: i64 },
+    #[error(
+        "the master sent data for offset {master} but the slave's log ends at {slave}: the two logs have diverged"
+    )]
+    Diverged { master: i64, slave: i64 },
+    #[error("a frame no master sends: {0}")]
+    BadFrame(wire::BadHeader),
+    #[error("the slave's store refused the data: {0}")]
+    Store(String),
+}
+
+/// A broker's replication: its HA listener, its slave client if it is a slave, and what a
+/// `SYNC_MASTER`'s answers wait for.
+#[derive(Debug)]
+pub struct Replication {
+    pub master: Arc<HaMaster>,
+    pub slave: Option<Arc<HaSlave>>,
+    /// `SYNC_MASTER` with more than one copy required: the offset held answers wait for.
+    released: Option<watch::Sender<u64>>,
+    /// `slaveTimeout`.
+    slave_timeout: Duration,
+    /// A slave's master (main address), as the name servers last answered its registration:
+    /// where its metadata comes from.
+    master_addr: watch::Sender<Option<String>>,
+}
+
+impl Replication {
+    /// The replication of a broker with `config` over `store` (nothing runs until
+    /// [`Replication::start`]).
+    pub fn new(config: &BrokerConfig, store: &Arc<MessageStore>) -> Self {
+        let settings = HaSettings::of(config);
+        let copies = config.required_copies();
+        let acks = Arc::new(ReplicaAcks::new(copies));
+        let master = Arc::new(HaMaster::new(Arc::clone(store), acks, settings));
+        let slave = config.is_slave().then(|| {
+            let pinned = Some(config.ha_master_address.clone()).filter(|a| !a.is_empty());
+            Arc::new(HaSlave::new(Arc::clone(store), settings, pinned))
+        });
+        let released = (copies > 1).then(|| watch::Sender::new(0));
+        Self {
+            master,
+            slave,
+            released,
+            slave_timeout: Duration::from_millis(config.slave_timeout_ms),
+            master_addr: watch::Sender::new(None),
+        }
+    }
+
+    /// Takes what the name servers answered a registration: a slave learns its master's
+    /// addresses (the HA one unless `haMasterAddress` pins it).
+    pub fn on_registered(&self, report: &RegisterReport) {
+        let Some(slave) = &self.slave else { return };
+        let Some(master) = &report.master else { return };
+        slave.learn_master(master.ha_addr.as_deref());
+        self.master_addr.send_if_modified(|current| {
+            let changed = *current != master.addr;
+            current.clone_from(&master.addr);
+            changed
+        });
+    }
+
+    /// The slave's master's main address, updated on every registration.
+    pub fn master_addr(&self) -> watch::Receiver<Option<String>> {
+        self.master_addr.subscribe()
+    }
+
+    /// How long a `SYNC_MASTER`'s answer waits for its copies; `None` when sends wait for no
+    /// slave.
+    pub fn slave_timeout(&self) -> Option<Duration> {
+        self.waits_for_slaves().then_some(self.slave_timeout)
+    }
+
+    /// Whether sends wait for slaves.
+    pub fn waits_for_slaves(&self) -> bool {
+        self.released.is_some()
+    }
+
+    /// The offset a `SYNC_MASTER`'s held answers wait for, `None` when sends wait for no slave.
+    pub fn released(&self) -> Option<watch::Receiver<u64>> {
+        self.released.as_ref().map(watch::Sender::subscribe)
+    }
+
+    /// Starts the HA listener (bound already), the slave client of a slave, and the task that
+    /// keeps [`Replication::released`] up to date.
+    pub fn start(
+        &self,
+        listener: tokio::net::TcpListener,
+        store: &Arc<MessageStore>,
+        shutdown: &CancellationToken,
+    ) -> Vec<JoinHandle<()>> {
+        let mut tasks = vec![self.master.start(listener, shutdown.clone())];
+        if let Some(slave) = &self.slave {
+            tasks.push(slave.start(shutdown.clone()));
+        }
+        if let Some(released) = &self.released {
+            let durable = (store.flush_disk_type() == FlushDiskType::SyncFlush)
+                .then(|| store.flushed_watch());
+            tasks.push(spawn_release(
+                released.clone(),
+                durable,
+                self.master.acks().replicated(),
+                shutdown.clone(),
+            ));
+        }
+        tasks
+    }
+}
+
+/// Publishes `min(durable, replicated)` whenever either moves (`durable` is everything when
+/// the master does not wait for its disk).
+fn spawn_release(
+    released: watch::Sender<u64>,
+    mut durable: Option<watch::Receiver<u64>>,
+    mut replicated: watch::Receiver<u64>,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let flushed = durable
+                .as_mut()
+                .map_or(u64::MAX, |d| *d.borrow_and_update());
+            let value = flushed.min(*replicated.borrow_and_update());
+            released.send_if_modified(|current| {
+                let changed = *current != value;
+                *current = value;
+                changed
+            });
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = replicated.changed() => if changed.is_err() { return },
+                changed = async {
+                    match durable.as_mut() {
+                        Some(d) => d.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => if changed.is_err() { return },
+            }
+        }
+    })
+}

@@ -1,0 +1,229 @@
+//! Master/slave replication between two real brokers on loopback: the slave finds its master
+//! through the name server, copies its CommitLog byte for byte over the HA protocol, builds its
+//! own ConsumeQueues, serves pulls, refuses sends, and copies the master's metadata; a
+//! SYNC_MASTER answers only once its slave holds a message; what the HA listener is sent is
+//! checked before it counts.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use comet_broker::config::BrokerRole;
+use comet_broker::{BrokerConfig, BrokerController, BrokerHandle};
+use comet_protocol::code::ResponseCode;
+use comet_protocol::headers::{CommandHeaderExt, PullMessageResponseHeader};
+use comet_store::MessageStore;
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const TOPIC: &str = "Replicated";
+
+/// A slave of `master`'s group, registered with the same name server.
+async fn start_slave(
+    master: &TestBroker,
+    dir: &std::path::Path,
+    tweak: impl FnOnce(&mut BrokerConfig),
+) -> BrokerHandle {
+    let mut config = test_config(dir);
+    config.namesrv_addr = vec![master.namesrv_addr()];
+    config.broker_role = BrokerRole::Slave;
+    config.broker_id = 1;
+    config.slave_read_enable = true;
+    tweak(&mut config);
+    BrokerController::start(config).await.expect("slave starts")
+}
+
+/// The whole CommitLog of `store`, as bytes per segment start.
+fn log_bytes(store: &MessageStore) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = store.min_phy_offset();
+    while let Some(bytes) = store.read_replicated(offset, 1 << 20) {
+        out.extend_from_slice(&bytes);
+        offset += bytes.len() as i64;
+    }
+    out
+}
+
+async fn send(broker: &TestBroker, body: &[u8]) -> i32 {
+    broker.invoke(send_v2(TOPIC, 0, body, &[])).await.code
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slave_copies_its_master_and_serves_pulls_but_no_sends() {
+    let master = TestBroker::start().await;
+    for i in 0..50 {
+        assert_eq!(send(&master, format!("before-{i}").as_bytes()).await, 0);
+    }
+    let slave_dir = tempfile::tempdir().expect("tempdir");
+    let slave = start_slave(&master, slave_dir.path(), |_| {}).await;
+    for i in 0..250 {
+        assert_eq!(send(&master, &vec![b'x'; 100 + i]).await, 0);
+    }
+    let (mstore, sstore) = (master.store(), &slave.context().store);
+    assert!(
+        wait_until(|| async { sstore.max_phy_offset() == mstore.max_phy_offset() }).await,
+        "slave at {} of {}",
+        sstore.max_phy_offset(),
+        mstore.max_phy_offset()
+    );
+    assert_eq!(log_bytes(sstore), log_bytes(mstore), "byte-identical logs");
+    // Its own dispatch built the queue, and it serves pulls (slaveReadEnable).
+    assert!(wait_until(|| async { sstore.get_max_offset_in_queue(TOPIC, 0) == 300 }).await);
+    let slave_addr = slave.local_addr().to_string();
+    let pulled = master
+        .client
+        .invoke(&slave_addr, pull("g", TOPIC, 0, 0, 32), RPC_TIMEOUT)
+        .await
+        .expect("slave answers");
+    assert_eq!(pulled.code, ResponseCode::Success.code());
+    let header: PullMessageResponseHeader = pulled.decode_header().expect("pull header");
+    assert_eq!(header.next_begin_offset, 32);
+    // Its topics are the master's.
+    assert!(
+        wait_until(|| async { slave.context().topic_config.select(TOPIC).is_some() }).await,
+        "topic copied"
+    );
+    // It refuses sends, as a Java slave does.
+    let refused = master
+        .client
+        .invoke(&slave_addr, send_v2(TOPIC, 0, b"no", &[]), RPC_TIMEOUT)
+        .await
+        .expect("slave answers");
+    assert_eq!(refused.code, ResponseCode::ServiceNotAvailable.code());
+    let unknown = master
+        .client
+        .invoke(
+            &slave_addr,
+            send_v2("NoSuchTopic", 0, b"no", &[]),
+            RPC_TIMEOUT,
+        )
+        .await
+        .expect("slave answers");
+    assert_eq!(unknown.code, ResponseCode::TopicNotExist.code());
+    slave.shutdown().await.expect("slave stops");
+    master.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_master_answers_once_a_slave_holds_the_message() {
+    let master = TestBroker::start_with(|c| {
+        c.broker_role = BrokerRole::SyncMaster;
+        c.in_sync_replicas = 2;
+        c.slave_timeout_ms = 500;
+    })
+    .await;
+    // No slave: the message is stored, the answer says its copy is missing.
+    assert_eq!(
+        send(&master, b"alone").await,
+        ResponseCode::FlushSlaveTimeout.code()
+    );
+    assert_eq!(master.store().get_max_offset_in_queue(TOPIC, 0), 1);
+    let slave_dir = tempfile::tempdir().expect("tempdir");
+    let slave = start_slave(&master, slave_dir.path(), |_| {}).await;
+    let caught_up = wait_until(|| async {
+        slave.context().store.max_phy_offset() == master.store().max_phy_offset()
+    })
+    .await;
+    assert!(caught_up, "slave caught up");
+    for i in 0..20 {
+        assert_eq!(send(&master, format!("copied-{i}").as_bytes()).await, 0);
+        // Answered only once the slave held it.
+        assert!(slave.context().store.max_phy_offset() >= master.store().max_phy_offset());
+    }
+    slave.shutdown().await.expect("slave stops");
+    master.shutdown().await;
+}
+
+/// Connects to the master's HA listener and sends `report`; returns whether the master closed
+/// the connection.
+async fn closed_after_report(ha: std::net::SocketAddr, reports: &[i64]) -> bool {
+    let mut stream = tokio::net::TcpStream::connect(ha).await.expect("connect");
+    for r in reports {
+        stream.write_all(&r.to_be_bytes()).await.expect("report");
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_the_master_cannot_trust_end_the_connection_and_never_count() {
+    let master = TestBroker::start_with(|c| {
+        c.broker_role = BrokerRole::SyncMaster;
+        c.in_sync_replicas = 2;
+        c.slave_timeout_ms = 500;
+    })
+    .await;
+    assert_eq!(
+        send(&master, b"one").await,
+        ResponseCode::FlushSlaveTimeout.code()
+    );
+    let end = master.store().max_phy_offset();
+    let ha = master
+        .ctx()
+        .replication
+        .master
+        .local_addr()
+        .expect("HA listener");
+    // Beyond the master's end: a log this master never wrote.
+    assert!(closed_after_report(ha, &[end + 1_000_000]).await);
+    // A start, then an acknowledgement of bytes never sent (Apache's #3015).
+    assert!(closed_after_report(ha, &[end, end + 4096]).await);
+    // Going backwards.
+    assert!(closed_after_report(ha, &[end, end - 10]).await);
+    // None of them made a send look replicated.
+    assert_eq!(
+        master.ctx().replication.master.acks().acks(),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        send(&master, b"two").await,
+        ResponseCode::FlushSlaveTimeout.code()
+    );
+    master.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slave_refuses_a_master_whose_log_diverged() {
+    // A slave with a log of its own (written as a master), then pointed at another master.
+    let master = TestBroker::start().await;
+    for i in 0..10 {
+        assert_eq!(send(&master, format!("m-{i}").as_bytes()).await, 0);
+    }
+    let other_dir = tempfile::tempdir().expect("tempdir");
+    let other = BrokerController::start(test_config(other_dir.path()))
+        .await
+        .expect("another master starts");
+    let client = comet_remoting::RemotingClient::new(comet_remoting::ClientConfig::default());
+    let other_addr = other.local_addr().to_string();
+    for i in 0..30 {
+        let sent = client
+            .invoke(
+                &other_addr,
+                send_v2(TOPIC, 0, format!("other-{i}").as_bytes(), &[]),
+                RPC_TIMEOUT,
+            )
+            .await
+            .expect("answer");
+        assert_eq!(sent.code, 0);
+    }
+    let other_end = other.context().store.max_phy_offset();
+    assert!(other_end > master.store().max_phy_offset());
+    other.shutdown().await.expect("stops");
+    client.shutdown().await;
+    let slave = start_slave(&master, other_dir.path(), |_| {}).await;
+    // The slave's log is longer than the master's: the master drops the connection, and the
+    // slave's log stays as it was.
+    let ha_slave = Arc::clone(slave.context().replication.slave.as_ref().expect("a slave"));
+    assert!(wait_until(|| async { ha_slave.failed_sessions() >= 1 }).await);
+    assert!(master.ctx().replication.master.acks().acks().is_empty());
+    assert_eq!(slave.context().store.max_phy_offset(), other_end);
+    slave.shutdown().await.expect("slave stops");
+    master.shutdown().await;
+}
