@@ -15,6 +15,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod broker;
 mod cli;
+mod cluster;
 mod namesrv;
 mod serve;
 
@@ -34,6 +35,9 @@ enum Command {
     Namesrv(namesrv::NamesrvArgs),
     /// Run a stand-alone broker (RocketMQ broker.conf keys; `-n` names the name servers).
     Broker(broker::BrokerArgs),
+    /// Run a local cluster: name servers and broker groups with slaves, as child processes
+    /// (`comet cluster stop` stops it).
+    Cluster(cluster::ClusterArgs),
     /// Send messages to a topic.
     Produce(cli::produce::ProduceArgs),
     /// Read and print a topic's messages as a consumer group.
@@ -117,6 +121,7 @@ fn main() -> Result<()> {
             Command::Serve(args) => serve::run(args).await,
             Command::Namesrv(args) => namesrv::run(args).await,
             Command::Broker(args) => broker::run(args).await,
+            Command::Cluster(args) => cluster::run(args).await,
             Command::Produce(args) => cli::produce::run(args).await,
             Command::Consume(args) => cli::consume::run(args).await,
             Command::Topic(args) => cli::topic::run(args).await,
