@@ -227,3 +227,88 @@ async fn a_slave_refuses_a_master_whose_log_diverged() {
     slave.shutdown().await.expect("slave stops");
     master.shutdown().await;
 }
+
+fn create_topic_with(topic: &str, attributes: &str) -> comet_protocol::RemotingCommand {
+    use comet_protocol::code::RequestCode;
+    use comet_protocol::headers::{CreateTopicRequestHeader, request_with_header};
+    request_with_header(
+        RequestCode::UpdateAndCreateTopic,
+        &CreateTopicRequestHeader {
+            topic: topic.to_owned(),
+            default_topic: "TBW102".to_owned(),
+            read_queue_nums: 2,
+            write_queue_nums: 2,
+            perm: 6,
+            attributes: Some(attributes.to_owned()),
+            ..Default::default()
+        },
+    )
+}
+
+fn commit(group: &str, queue_id: i32, offset: i64) -> comet_protocol::RemotingCommand {
+    use comet_protocol::code::RequestCode;
+    use comet_protocol::headers::{UpdateConsumerOffsetRequestHeader, request_with_header};
+    request_with_header(
+        RequestCode::UpdateConsumerOffset,
+        &UpdateConsumerOffsetRequestHeader {
+            consumer_group: group.to_owned(),
+            topic: TOPIC.to_owned(),
+            queue_id,
+            commit_offset: offset,
+            ..Default::default()
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slave_copies_metadata_without_losing_attributes_or_newer_offsets() {
+    let master = TestBroker::start().await;
+    for _ in 0..20 {
+        assert_eq!(send(&master, b"m").await, 0);
+    }
+    let created = master
+        .invoke(create_topic_with("FifoTopic", "+message.type=FIFO"))
+        .await;
+    assert_eq!(created.code, 0, "{:?}", created.remark);
+    // The group exists once a consumer of it sent a heartbeat.
+    assert_eq!(master.invoke(heartbeat("c1", "g", TOPIC)).await.code, 0);
+    for (queue, offset) in [(0, 10), (1, 0)] {
+        assert_eq!(master.invoke(commit("g", queue, offset)).await.code, 0);
+    }
+    let slave_dir = tempfile::tempdir().expect("tempdir");
+    let slave = start_slave(&master, slave_dir.path(), |_| {}).await;
+    let ctx = Arc::clone(slave.context());
+    let client = comet_remoting::RemotingClient::new(comet_remoting::ClientConfig::default());
+    comet_broker::ha::sync::sync_all(&ctx, &client, &master.addr).await;
+    let fifo = ctx.topic_config.select("FifoTopic").expect("topic copied");
+    assert_eq!(
+        fifo.attributes.get("message.type").map(String::as_str),
+        Some("FIFO"),
+        "attributes survive the copy"
+    );
+    assert_eq!(
+        ctx.topic_config.data_version(),
+        master.ctx().topic_config.data_version()
+    );
+    assert_eq!(ctx.consumer_offsets.query_offset("g", TOPIC, 0), 10);
+    // Consumers read from the slave while the master did not hear of it: the slave's newer
+    // offset of queue 1 stays; a reset made on the master (queue 0 back to 5) still arrives.
+    let slave_addr = slave.local_addr().to_string();
+    let committed = client
+        .invoke(&slave_addr, commit("g", 1, 15), RPC_TIMEOUT)
+        .await
+        .expect("slave answers");
+    assert_eq!(committed.code, 0);
+    assert!(wait_until(|| async { ctx.consumer_offsets.query_offset("g", TOPIC, 1) == 15 }).await);
+    assert_eq!(master.invoke(commit("g", 0, 5)).await.code, 0);
+    comet_broker::ha::sync::sync_all(&ctx, &client, &master.addr).await;
+    assert_eq!(ctx.consumer_offsets.query_offset("g", TOPIC, 1), 15);
+    assert_eq!(ctx.consumer_offsets.query_offset("g", TOPIC, 0), 5);
+    // A copy changes nothing when nothing changed.
+    let version = ctx.topic_config.data_version();
+    comet_broker::ha::sync::sync_all(&ctx, &client, &master.addr).await;
+    assert_eq!(ctx.topic_config.data_version(), version);
+    client.shutdown().await;
+    slave.shutdown().await.expect("slave stops");
+    master.shutdown().await;
+}
