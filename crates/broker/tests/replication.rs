@@ -131,6 +131,8 @@ async fn a_sync_master_answers_once_a_slave_holds_the_message() {
         // Answered only once the slave held it.
         assert!(slave.context().store.max_phy_offset() >= master.store().max_phy_offset());
     }
+    // The time from each write to the slave's acknowledgement was measured.
+    assert!(master.ctx().replication.master.lag().samples >= 20);
     slave.shutdown().await.expect("slave stops");
     master.shutdown().await;
 }

@@ -32,6 +32,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::acks::ReplicaAcks;
+use super::lag::{LagSummary, ReplicationLag};
 use super::wire::{self, HEADER_LEN};
 use super::{HaError, HaSettings};
 
@@ -68,6 +69,8 @@ pub struct HaMaster {
     settings: HaSettings,
     /// Woken after appends; each connection's writer waits on it when it has sent everything.
     written: Notify,
+    /// From write to first acknowledgement.
+    lag: ReplicationLag,
     next_id: AtomicU64,
     links: Mutex<Vec<(u64, Arc<Link>)>>,
     local_addr: Mutex<Option<SocketAddr>>,
@@ -80,15 +83,22 @@ impl HaMaster {
             acks,
             settings,
             written: Notify::new(),
+            lag: ReplicationLag::default(),
             next_id: AtomicU64::new(1),
             links: Mutex::new(Vec::new()),
             local_addr: Mutex::new(None),
         }
     }
 
-    /// Tells the slave connections that the CommitLog grew. Cheap without slaves.
-    pub fn wake(&self) {
+    /// Tells the slave connections that the CommitLog grew to `end`. Cheap without slaves.
+    pub fn wake(&self, end: i64) {
+        self.lag.written(end);
         self.written.notify_waiters();
+    }
+
+    /// How long slaves take to acknowledge what the master wrote.
+    pub fn lag(&self) -> LagSummary {
+        self.lag.summary()
     }
 
     /// The acknowledgements of the slaves.
@@ -159,6 +169,7 @@ impl HaMaster {
             sent_end: AtomicI64::new(0),
         });
         self.links.lock().push((id, Arc::clone(&link)));
+        self.lag.slave_connected(true);
         tracing::info!(%peer, "slave connected to the HA listener");
         let (read, write) = stream.into_split();
         let outcome = tokio::select! {
@@ -167,6 +178,7 @@ impl HaMaster {
             w = self.transfer(write, &link) => w,
         };
         self.acks.remove(id);
+        self.lag.slave_connected(false);
         self.links.lock().retain(|(i, _)| *i != id);
         match outcome {
             Ok(()) => tracing::info!(%peer, "slave connection closed"),
@@ -220,6 +232,7 @@ impl HaMaster {
             };
             acked = Some(ack);
             self.acks.ack(id, ack);
+            self.lag.acked(ack);
         }
     }
 

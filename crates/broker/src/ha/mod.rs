@@ -12,6 +12,7 @@
 //! `inSyncReplicas` brokers.
 
 pub mod acks;
+pub mod lag;
 pub mod master;
 pub mod slave;
 pub mod sync;

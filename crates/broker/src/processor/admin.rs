@@ -370,6 +370,14 @@ fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
         format!("{} ms", now.saturating_sub(boot_timestamp)),
     );
     put("commitLogMinOffset", s.commit_log_min_offset.to_string());
+    let ha = &ctx.replication.master;
+    let lag = ha.lag();
+    put("haSlaveCount", ha.slaves().len().to_string());
+    put("haReplicationLagSamples", lag.samples.to_string());
+    put("haReplicationLagP50Micros", lag.p50_micros.to_string());
+    put("haReplicationLagP99Micros", lag.p99_micros.to_string());
+    put("haReplicationLagP999Micros", lag.p999_micros.to_string());
+    put("haReplicationLagMaxMicros", lag.max_micros.to_string());
     put("commitLogMaxOffset", s.commit_log_max_offset.to_string());
     put(
         "commitLogFlushedOffset",

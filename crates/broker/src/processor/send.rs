@@ -135,7 +135,7 @@ impl ResponseFence for CommitBeforeReply {
             .map_err(|e| format!("commit log write failed: {e}"))?;
         if wrote {
             // The slave connections send what was just written.
-            self.replication.master.wake();
+            self.replication.master.wake(self.store.max_phy_offset());
         }
         Ok(Settled {
             // Another connection's commit may have woken them: a needless yield, no harm.
