@@ -48,6 +48,8 @@ enum Command {
     Group(cli::group::GroupArgs),
     /// Message lookup by key or id.
     Msg(cli::msg::MsgArgs),
+    /// A broker's runtime figures (store offsets, counts, replication), or every broker's.
+    BrokerStatus(cli::status::BrokerStatusArgs),
     /// Load generator for any RocketMQ-protocol broker: produce, consume, e2e latency.
     Bench(bench::BenchArgs),
 }
@@ -62,6 +64,7 @@ impl Command {
                 | Command::Topic(_)
                 | Command::Group(_)
                 | Command::Msg(_)
+                | Command::BrokerStatus(_)
                 | Command::Bench(_)
         )
     }
@@ -127,6 +130,7 @@ fn main() -> Result<()> {
             Command::Topic(args) => cli::topic::run(args).await,
             Command::Group(args) => cli::group::run(args).await,
             Command::Msg(args) => cli::msg::run(args).await,
+            Command::BrokerStatus(args) => cli::status::run(args).await,
             Command::Bench(args) => bench::run(args).await,
         }
     })

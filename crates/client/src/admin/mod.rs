@@ -30,6 +30,7 @@ use crate::api::{MQClientApi, broker_error};
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 
+pub mod broker;
 pub mod group;
 pub mod message;
 pub mod topic;

@@ -21,6 +21,7 @@ pub mod consume;
 pub mod group;
 pub mod msg;
 pub mod produce;
+pub mod status;
 pub mod topic;
 
 /// Name server used when neither `--namesrv` nor `NAMESRV_ADDR` is given.
