@@ -9,7 +9,9 @@
 # Each workload runs against a freshly started broker with an empty store, so peak RSS, CPU
 # seconds and start-to-first-send are per workload. W1-W5 are timed or counted loads, W6 is W1
 # beside 1,000 idle client connections, R10 fills a 10 GiB commit log, kills the broker with
-# SIGKILL and times the restart until a send is accepted again. See bench/README.md for the knobs.
+# SIGKILL and times the restart until a send is accepted again. H1-H3 run a master with a slave
+# attached (H1 ASYNC_MASTER and H2 SYNC_MASTER with two copies under W1s's load, H3 a slave catching
+# up H3_GIB written while it was down). See bench/README.md for the knobs.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,6 +27,7 @@ W4_COUNT="${W4_COUNT:-1000000}"       # backlog size of W4
 W5_BATCH="${W5_BATCH:-32}"            # messages per batch of W5
 W6_IDLE="${W6_IDLE:-1000}"            # idle client connections held during W6
 R10_GIB="${R10_GIB:-10}"              # commit log size (GiB) before the kill -9 of R10
+H3_GIB="${H3_GIB:-10}"                # log written while H3's slave is down (GiB)
 GEN_THREADS="${GEN_THREADS:-}"        # tokio worker threads of the load generator (empty: one per core)
 JAVA_HEAP="${JAVA_HEAP:-1g}"          # -Xms/-Xmx of each Apache JVM
 ROCKETMQ_VERSION="${ROCKETMQ_VERSION:-5.3.3}"
@@ -42,7 +45,7 @@ CEILING_SECS="${CEILING_SECS:-3}"
 WORK="${WORK:-$(mktemp -d /tmp/comet-compare.XXXXXX)}"
 OUT="${OUT:-$ROOT/bench/results.md}"
 BROKERS="comet apache"
-WORKLOADS="W1 W1s W2 W2s W3 W3s W4 W5 W6 R10"
+WORKLOADS="W1 W1s W2 W2s W3 W3s W4 W5 W6 R10 H1 H2 H3"
 WRITE=yes
 
 while (($#)); do
@@ -144,16 +147,22 @@ start_broker() {
     NAMESRV="127.0.0.1:$np"
     BROKER_PORT="$bp"
     STARTED_NS="$(now_ns)"
+    # MASTER_CONF: extra broker.conf lines of the master (the replication workloads' role).
+    local extra=() line
+    while IFS= read -r line; do
+        [[ -n $line ]] && extra+=(--set "$line")
+    done <<<"${MASTER_CONF:-}"
     case "$broker" in
     comet)
         "$COMET_BIN" serve --namesrv-listen "$NAMESRV" --broker-listen "127.0.0.1:$bp" \
-            --data-dir "$dir/data" --set "flushDiskType=$flush" >>"$dir/comet.log" 2>&1 &
+            --data-dir "$dir/data" --set "flushDiskType=$flush" "${extra[@]}" >>"$dir/comet.log" 2>&1 &
         BROKER_PID=$!
         STARTER_PID=""
-        echo "comet serve --namesrv-listen $NAMESRV --broker-listen 127.0.0.1:$bp --data-dir DIR --set flushDiskType=$flush" >"$dir/cmdline"
+        echo "comet serve --namesrv-listen $NAMESRV --broker-listen 127.0.0.1:$bp --data-dir DIR --set flushDiskType=$flush ${extra[*]}" >"$dir/cmdline"
         ;;
     apache)
         NAMESRV_PORT=$np BROKER_PORT=$bp FLUSH_DISK_TYPE=$flush JAVA_HEAP=$JAVA_HEAP COMMITLOG_FILE_SIZE=1073741824 \
+            BROKER_EXTRA_CONF="${MASTER_CONF:-}" \
             ROCKETMQ_VERSION=$ROCKETMQ_VERSION "$ROOT/interop/apache/run.sh" start "$dir/rmq" >>"$dir/runsh.log" 2>&1 &
         STARTER_PID=$!
         # The broker pid file appears once run.sh launched the broker JVM.
@@ -274,17 +283,145 @@ stop_broker() {
         wait "$BROKER_PID" "$STARTER_PID" 2>/dev/null || true
         ;;
     esac
-    rm -rf "$dir/data" "$dir/rmq/store" "$dir/store"
+    rm -rf "$dir/data" "$dir/rmq/store" "$dir/store" "$dir/slave/store"
     # The next broker starts on a quiet disk: freeing a workload's gigabytes and their journal
     # work otherwise overlapped the next start (a SYNC_FLUSH start right after W1s's 5 GB was
     # seen taking 76 ms to its first send against 17-49 ms for the others).
     sync
 }
 
+# ---- replication ----------------------------------------------------------------------------------
+# start_slave <broker> <dir>: a slave (brokerId 1) of the master start_broker started, with its own
+# ports and store under <dir>/slave (kept when it exists: H3 restarts it); sets SLAVE_PID and
+# SLAVE_ADDR. Both brokers use 1 GiB CommitLog segments.
+start_slave() {
+    local broker=$1 dir=$2 ports sp
+    ports="$(free_ports)"
+    sp="${ports#* }"
+    SLAVE_ADDR="127.0.0.1:$sp"
+    mkdir -p "$dir/slave"
+    case "$broker" in
+    comet)
+        cat >"$dir/slave/broker.conf" <<CONF
+brokerName=broker-a
+brokerId=1
+brokerRole=SLAVE
+namesrvAddr=$NAMESRV
+bindAddress=127.0.0.1
+brokerIP1=127.0.0.1
+listenPort=$sp
+storePathRootDir=$dir/slave/store
+slaveReadEnable=true
+CONF
+        "$COMET_BIN" broker -c "$dir/slave/broker.conf" >>"$dir/slave/comet.log" 2>&1 &
+        SLAVE_PID=$!
+        echo "$broker slave: comet broker -c slave.conf (brokerRole=SLAVE, brokerId=1)" >>"$COMMANDS"
+        ;;
+    apache)
+        cat >"$dir/slave/broker.conf" <<CONF
+brokerClusterName=CometInteropCluster
+brokerName=broker-a
+brokerId=1
+brokerRole=SLAVE
+namesrvAddr=$NAMESRV
+listenPort=$sp
+bindAddress=127.0.0.1
+brokerIP1=127.0.0.1
+brokerIP2=127.0.0.1
+storePathRootDir=$dir/slave/store
+storePathCommitLog=$dir/slave/store/commitlog
+mappedFileSizeCommitLog=1073741824
+diskMaxUsedSpaceRatio=99
+slaveReadEnable=true
+CONF
+        local cp
+        cp="$(ROCKETMQ_VERSION=$ROCKETMQ_VERSION "$ROOT/interop/apache/run.sh" classpath)"
+        ROCKETMQ_HOME="$dir/slave" setsid java -server -Xms"$JAVA_HEAP" -Xmx"$JAVA_HEAP" \
+            -XX:MaxDirectMemorySize=512m -Duser.home="$dir/slave" -Drocketmq.home.dir="$dir/slave" \
+            -cp "$cp" org.apache.rocketmq.broker.BrokerStartup -c "$dir/slave/broker.conf" \
+            >>"$dir/slave/broker.out" 2>&1 </dev/null &
+        SLAVE_PID=$!
+        echo "$broker slave: BrokerStartup -c slave.conf (brokerRole=SLAVE, brokerId=1, -Xms$JAVA_HEAP -Xmx$JAVA_HEAP)" >>"$COMMANDS"
+        ;;
+    esac
+}
+
+stop_slave() {
+    kill -TERM "$SLAVE_PID" 2>/dev/null || true
+    wait "$SLAVE_PID" 2>/dev/null || true
+}
+
+# commit_log_end <addr>: the broker's commitLogMaxOffset (GET_BROKER_RUNTIME_INFO), empty when it
+# does not answer yet.
+commit_log_end() {
+    "$COMET_BIN" broker-status -n "$NAMESRV" -b "$1" --json 2>/dev/null |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); print(next(iter(d.values())).get("commitLogMaxOffset", ""))' 2>/dev/null || true
+}
+
+# wait_caught_up <master addr> <slave addr>: waits until the slave's log ends where the master's
+# does (the master not writing meanwhile); prints the seconds it took.
+wait_caught_up() {
+    local master=$1 slave=$2 t0 deadline=$((SECONDS + START_PATIENCE * 10)) m s
+    t0="$(now_ns)"
+    m="$(commit_log_end "$master")"
+    while :; do
+        s="$(commit_log_end "$slave")"
+        [[ -n $m && -n $s && $s -ge $m ]] && break
+        kill -0 "$SLAVE_PID" 2>/dev/null || die "the slave exited (see its log under $WORK)"
+        ((SECONDS < deadline)) || die "the slave did not catch up (at ${s:-?} of $m)"
+        sleep 0.05
+    done
+    echo "$(( ($(now_ns) - t0) / 1000000 ))" | awk '{printf "%.3f", $1 / 1000}'
+}
+
+# replicated_load <broker> <w> <dir> <out>: W1s's load against a master with a slave attached.
+replicated_load() {
+    local broker=$1 w=$2 dir=$3 out=$4
+    start_slave "$broker" "$dir"
+    wait_caught_up "127.0.0.1:$BROKER_PORT" "$SLAVE_ADDR" >/dev/null
+    THREADS=1 bench "$broker" "$w" "$out" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+        -p "$PRODUCERS" -s "$SIZE" -m sync -d "$DURATION"
+    record "$broker" "$w" tps "$(json_get "$out" tps)"
+    record "$broker" "$w" p50_ms "$(json_get "$out" send_rt.p50_us | awk '{printf "%.3f", $1/1000}')"
+    record "$broker" "$w" p99_ms "$(json_get "$out" send_rt.p99_us | awk '{printf "%.3f", $1/1000}')"
+    record "$broker" "$w" failed "$(json_get "$out" failed)"
+    if [[ $broker == comet ]]; then
+        # The master measures each write's replication: until the slave acknowledged it.
+        "$COMET_BIN" broker-status -n "$NAMESRV" -b "127.0.0.1:$BROKER_PORT" --json >"$dir/status.json"
+        for q in P50 P99 P999; do
+            record "$broker" "$w" "lag_${q,,}_ms" "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.3f" % (int(next(iter(d.values()))["haReplicationLag'"$q"'Micros"]) / 1000))' "$dir/status.json")"
+        done
+    fi
+    stop_slave
+}
+
+# catch_up <broker> <w> <dir>: the slave stops, H3_GIB are written, the slave comes back; its
+# catch-up rate.
+catch_up() {
+    local broker=$1 w=$2 dir=$3 per_msg=$((SIZE + 200)) before after secs
+    start_slave "$broker" "$dir"
+    wait_caught_up "127.0.0.1:$BROKER_PORT" "$SLAVE_ADDR" >/dev/null
+    stop_slave
+    before="$(commit_log_end "127.0.0.1:$BROKER_PORT")"
+    bench "$broker" "$w" "$dir/fill.json" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+        -p "$PRODUCERS" -s "$SIZE" -m batch --batch "$W5_BATCH" --count "$((H3_GIB * 1073741824 / per_msg))"
+    after="$(commit_log_end "127.0.0.1:$BROKER_PORT")"
+    start_slave "$broker" "$dir"
+    secs="$(wait_caught_up "127.0.0.1:$BROKER_PORT" "$SLAVE_ADDR")"
+    record "$broker" "$w" catchup_gib "$(awk -v b="$before" -v a="$after" 'BEGIN {printf "%.2f", (a - b) / 1073741824}')"
+    record "$broker" "$w" catchup_mb_s "$(awk -v b="$before" -v a="$after" -v s="$secs" 'BEGIN {printf "%.1f", (a - b) / 1e6 / s}')"
+    stop_slave
+}
+
 # ---- workloads ------------------------------------------------------------------------------------
 run_workload() {
     local broker=$1 w=$2 dir="$WORK/$1-$2" flush=ASYNC_FLUSH
     [[ $w == W2 || $w == W2s ]] && flush=SYNC_FLUSH
+    MASTER_CONF=""
+    case "$w" in
+    H1 | H3) MASTER_CONF="brokerRole=ASYNC_MASTER" ;;
+    H2) MASTER_CONF=$'brokerRole=SYNC_MASTER\ninSyncReplicas=2\ntotalReplicas=2' ;;
+    esac
     log "$broker $w ($flush)"
     start_broker "$broker" "$flush" "$dir"
     wait_ready "$broker" "$w" "$dir"
@@ -358,6 +495,8 @@ run_workload() {
         wait "$idle_pid" 2>/dev/null || true
         record "$broker" "$w" idle "$(cat "$dir/idle.ready") / $(cat "$dir/idle.ready.done" 2>/dev/null || echo "?")"
         ;;
+    H1 | H2) replicated_load "$broker" "$w" "$dir" "$out" ;;
+    H3) catch_up "$broker" "$w" "$dir" ;;
     R10)
         # Fill the commit log with batches of 1 KiB messages, then SIGKILL and restart.
         local per_msg=$((SIZE + 200)) target=$((R10_GIB * 1024 * 1024 * 1024))
@@ -503,6 +642,16 @@ rows = [
     ("R10", "log_gib", "R10 commit log before the kill -9 (GiB)", False),
     ("R10", "fill_mb_s", "R10 fill rate (batch) MB/s", True),
     ("R10r", "start_ms", "R10 restart after kill -9 → first accepted send (ms)", False),
+    ("H1", "tps", "H1 W1s against an ASYNC_MASTER with a slave attached: msg/s", True),
+    ("H1", "p99_ms", "H1 send RT p99 (ms)", False),
+    ("H1", "lag_p50_ms", "H1 replication lag, write → slave ack, p50 (ms)", False),
+    ("H1", "lag_p99_ms", "H1 replication lag p99 (ms)", False),
+    ("H1", "lag_p999_ms", "H1 replication lag p99.9 (ms)", False),
+    ("H2", "tps", "H2 W1s against a SYNC_MASTER, 2 copies: msg/s", True),
+    ("H2", "p99_ms", "H2 send RT p99 (ms)", False),
+    ("H2", "failed", "H2 sends not answered SEND_OK", False),
+    ("H3", "catchup_gib", "H3 log written while the slave was down (GiB)", False),
+    ("H3", "catchup_mb_s", "H3 slave catch-up MB/s", True),
 ]
 ran = [w for w in "$WORKLOADS".split()]
 for w in ran:
