@@ -47,6 +47,7 @@ SUITES=(
     interop/store-compat/run.sh
     interop/matrix.sh
     interop/comet-client/run.sh
+    interop/ha/run.sh
 )
 passed=0
 failed=0

@@ -5,6 +5,8 @@
 #   run.sh start <workdir>   start a name server and a broker, wait until both accept connections and
 #                            the broker has booted, write <workdir>/env (NAMESRV_ADDR, BROKER_ADDR, ...)
 #   run.sh stop <workdir>    SIGTERM both (broker first) and wait for them to exit
+#   run.sh stop-broker <workdir>  SIGTERM only the broker and wait for it to exit (the name server
+#                            keeps serving routes, e.g. to show clients falling back to a slave)
 #   run.sh kill <workdir>    SIGKILL both
 #   run.sh classpath         print the runtime classpath (resolving it first if needed)
 #
@@ -16,6 +18,12 @@
 #                                       point it at a recording proxy to see client<->broker traffic
 #   NAMESRV_PORT / BROKER_PORT [free]   fixed ports; otherwise free ones are picked (the broker also
 #                                       needs BROKER_PORT-2 (fast channel) and BROKER_PORT+1 (HA) free)
+#   EXTERNAL_NAMESRV []                 host:port of a name server already running (e.g. Comet's): no
+#                                       name server is started and the broker registers there
+#   CLUSTER_NAME [CometInteropCluster]  brokerClusterName
+#   BROKER_NAME [broker-a]              brokerName
+#   BROKER_ROLE [ASYNC_MASTER]          brokerRole: ASYNC_MASTER | SYNC_MASTER | SLAVE
+#   BROKER_ID [0]                       brokerId (a SLAVE needs one above 0)
 #   COMMITLOG_FILE_SIZE [67108864]      mappedFileSizeCommitLog in bytes
 #   FLUSH_DISK_TYPE [ASYNC_FLUSH]       ASYNC_FLUSH | SYNC_FLUSH
 #   BROKER_EXTRA_CONF []                extra broker.conf lines (key=value, newline separated)
@@ -30,6 +38,11 @@ BROKER_IP="${BROKER_IP:-$BIND_IP}"
 COMMITLOG_FILE_SIZE="${COMMITLOG_FILE_SIZE:-67108864}"
 FLUSH_DISK_TYPE="${FLUSH_DISK_TYPE:-ASYNC_FLUSH}"
 START_TIMEOUT="${START_TIMEOUT:-120}"
+EXTERNAL_NAMESRV="${EXTERNAL_NAMESRV:-}"
+CLUSTER_NAME="${CLUSTER_NAME:-CometInteropCluster}"
+BROKER_NAME="${BROKER_NAME:-broker-a}"
+BROKER_ROLE="${BROKER_ROLE:-ASYNC_MASTER}"
+BROKER_ID="${BROKER_ID:-0}"
 STOP_TIMEOUT=60
 
 die() { echo "run.sh: $*" >&2; exit 1; }
@@ -122,6 +135,8 @@ start() {
     local ports
     ports="$(free_ports)"
     local namesrv_port="${NAMESRV_PORT:-${ports% *}}" broker_port="${BROKER_PORT:-${ports#* }}"
+    local namesrv_addr="$BIND_IP:$namesrv_port"
+    [[ -z "$EXTERNAL_NAMESRV" ]] || namesrv_addr="$EXTERNAL_NAMESRV"
     mkdir -p "$WORKDIR/store/commitlog" "$WORKDIR/conf"
 
     cat >"$WORKDIR/conf/namesrv.conf" <<EOF
@@ -129,11 +144,11 @@ listenPort=$namesrv_port
 bindAddress=$BIND_IP
 EOF
     cat >"$WORKDIR/conf/broker.conf" <<EOF
-brokerClusterName=CometInteropCluster
-brokerName=broker-a
-brokerId=0
-brokerRole=ASYNC_MASTER
-namesrvAddr=$BIND_IP:$namesrv_port
+brokerClusterName=$CLUSTER_NAME
+brokerName=$BROKER_NAME
+brokerId=$BROKER_ID
+brokerRole=$BROKER_ROLE
+namesrvAddr=$namesrv_addr
 listenPort=$broker_port
 bindAddress=$BIND_IP
 brokerIP1=$BROKER_IP
@@ -149,30 +164,35 @@ ${BROKER_EXTRA_CONF:-}
 EOF
 
     local t0=$SECONDS
-    launch namesrv org.apache.rocketmq.namesrv.NamesrvStartup -c "$WORKDIR/conf/namesrv.conf"
-    wait_port "$BIND_IP" "$namesrv_port" "$(cat "$WORKDIR/namesrv.pid")" "name server"
+    if [[ -z "$EXTERNAL_NAMESRV" ]]; then
+        launch namesrv org.apache.rocketmq.namesrv.NamesrvStartup -c "$WORKDIR/conf/namesrv.conf"
+        wait_port "$BIND_IP" "$namesrv_port" "$(cat "$WORKDIR/namesrv.pid")" "name server"
+    fi
     launch broker org.apache.rocketmq.broker.BrokerStartup -c "$WORKDIR/conf/broker.conf"
     wait_port "$BIND_IP" "$broker_port" "$(cat "$WORKDIR/broker.pid")" broker
     # "boot success" is printed after the broker's first registration with the name server.
     wait_log "$WORKDIR/broker.out" "boot success" "$(cat "$WORKDIR/broker.pid")" broker
 
     cat >"$WORKDIR/env" <<EOF
-NAMESRV_ADDR=$BIND_IP:$namesrv_port
+NAMESRV_ADDR=$namesrv_addr
 BROKER_ADDR=$BROKER_IP:$broker_port
 BROKER_LISTEN_ADDR=$BIND_IP:$broker_port
-BROKER_NAME=broker-a
-CLUSTER_NAME=CometInteropCluster
+BROKER_NAME=$BROKER_NAME
+CLUSTER_NAME=$CLUSTER_NAME
 ROCKETMQ_VERSION=$ROCKETMQ_VERSION
-NAMESRV_PID=$(cat "$WORKDIR/namesrv.pid")
+NAMESRV_PID=$(cat "$WORKDIR/namesrv.pid" 2>/dev/null || true)
 BROKER_PID=$(cat "$WORKDIR/broker.pid")
 EOF
     echo "run.sh: Apache RocketMQ $ROCKETMQ_VERSION up in $((SECONDS - t0))s: $(tr '\n' ' ' <"$WORKDIR/env")"
 }
 
-# signal_all <signal> <wait?>: broker first, so it can unregister from the name server.
+# signal_all <signal> <wait?> [names...]: broker first, so it can unregister from the name server.
 signal_all() {
     local sig=$1 wait=$2
-    for n in broker namesrv; do
+    shift 2
+    local names=("$@")
+    ((${#names[@]} > 0)) || names=(broker namesrv)
+    for n in "${names[@]}"; do
         local f="$WORKDIR/$n.pid"
         [[ -f "$f" ]] || continue
         local pid
@@ -197,16 +217,17 @@ signal_all() {
 
 cmd="${1:-}"
 case "$cmd" in
-start | stop | kill)
+start | stop | stop-broker | kill)
     [[ $# -eq 2 ]] || die "usage: run.sh $cmd <workdir>"
     WORKDIR="$2"
     [[ $cmd == start ]] || WORKDIR="$(cd "$WORKDIR" && pwd)"
     case "$cmd" in
     start) start ;;
     stop) signal_all TERM yes ;;
+    stop-broker) signal_all TERM yes broker ;;
     kill) signal_all KILL no ;;
     esac
     ;;
 classpath) classpath ;;
-*) die "usage: run.sh start|stop|kill <workdir> | run.sh classpath" ;;
+*) die "usage: run.sh start|stop|stop-broker|kill <workdir> | run.sh classpath" ;;
 esac

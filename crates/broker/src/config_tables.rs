@@ -10,11 +10,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use comet_protocol::body::{
     DataVersion, SubscriptionGroupConfig, TopicConfig, TopicConfigSerializeWrapper, from_fastjson,
 };
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use comet_config_file::{ConfigData, ConfigFile, ConfigFileError, DirtyFlag, to_fastjson_pretty};
@@ -356,10 +357,15 @@ impl SubscriptionGroupTable {
 /// `topic@group` → queue id → next offset to consume.
 pub type OffsetTable = BTreeMap<String, BTreeMap<i32, i64>>;
 
-/// Content of `consumerOffset.json`. Unknown keys (5.x `dataVersion`, ...) are ignored.
+/// Content of `consumerOffset.json`, also the body of GET_ALL_CONSUMER_OFFSET. `dataVersion` is
+/// written as 5.x brokers write it: a 5.x slave copying its master's offsets reads it
+/// (`DataVersion.assignNewOne`) and fails on a body without one. Unknown keys (5.x
+/// `pullOffsetTable`, ...) are ignored.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerOffsetDocument {
+    #[serde(default)]
+    pub data_version: DataVersion,
     #[serde(default)]
     pub offset_table: OffsetTable,
 }
@@ -392,6 +398,10 @@ pub fn split_offset_key(key: &str) -> Option<(&str, &str)> {
 pub struct ConsumerOffsetTable {
     file: ConfigFile<ConsumerOffsetDocument>,
     table: RwLock<OffsetTable>,
+    /// The table's `dataVersion`: it moves on at an encoding when the table changed since the
+    /// previous one.
+    data_version: Mutex<DataVersion>,
+    changed: AtomicBool,
 }
 
 impl ConsumerOffsetTable {
@@ -402,7 +412,13 @@ impl ConsumerOffsetTable {
         Ok(ConsumerOffsetTable {
             file,
             table: RwLock::new(doc.offset_table),
+            data_version: Mutex::new(doc.data_version),
+            changed: AtomicBool::new(false),
         })
+    }
+
+    fn mark_changed(&self) {
+        self.changed.store(true, Ordering::Release);
     }
 
     /// Stores the next offset to consume. A lower value than the stored one replaces it (a
@@ -411,6 +427,7 @@ impl ConsumerOffsetTable {
         let key = offset_key(group, topic);
         let mut table = self.table.write();
         let queues = table.entry(key).or_default();
+        self.mark_changed();
         if let Some(previous) = queues.insert(queue_id, offset)
             && offset < previous
         {
@@ -483,10 +500,15 @@ impl ConsumerOffsetTable {
 
     /// Removes the offsets of (group, topic); true if there were any.
     pub fn remove(&self, group: &str, topic: &str) -> bool {
-        self.table
+        let removed = self
+            .table
             .write()
             .remove(&offset_key(group, topic))
-            .is_some()
+            .is_some();
+        if removed {
+            self.mark_changed();
+        }
+        removed
     }
 
     /// Removes every offset of a group; returns how many topics it had.
@@ -494,7 +516,11 @@ impl ConsumerOffsetTable {
         let mut table = self.table.write();
         let before = table.len();
         table.retain(|key, _| split_offset_key(key).is_none_or(|(_, g)| g != group));
-        before - table.len()
+        let removed = before - table.len();
+        if removed > 0 {
+            self.mark_changed();
+        }
+        removed
     }
 
     /// Removes every group's offsets on a topic; returns how many groups had some.
@@ -502,7 +528,11 @@ impl ConsumerOffsetTable {
         let mut table = self.table.write();
         let before = table.len();
         table.retain(|key, _| split_offset_key(key).is_none_or(|(t, _)| t != topic));
-        before - table.len()
+        let removed = before - table.len();
+        if removed > 0 {
+            self.mark_changed();
+        }
+        removed
     }
 
     /// A copy of the whole table, e.g. for persisting or for stats.
@@ -510,9 +540,20 @@ impl ConsumerOffsetTable {
         self.table.read().clone()
     }
 
-    /// The file content for the current table.
+    /// The table's `dataVersion` as the next encoding states it.
+    pub fn data_version(&self) -> DataVersion {
+        let mut version = self.data_version.lock();
+        if self.changed.swap(false, Ordering::AcqRel) {
+            version.next_version();
+        }
+        version.clone()
+    }
+
+    /// The file content for the current table (with its `dataVersion`, which moves on when the
+    /// table changed since the previous encoding).
     pub fn encode(&self) -> Result<String, ConfigFileError> {
         ConsumerOffsetDocument {
+            data_version: self.data_version(),
             offset_table: self.snapshot(),
         }
         .encode()

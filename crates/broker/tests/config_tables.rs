@@ -37,8 +37,17 @@ fn consumer_offsets_read_and_write_fastjson_form() -> TestResult {
         vec!["%RETRY%my_group", "TopicTest"]
     );
     assert_eq!(table.groups_of_topic("TopicTest"), vec!["my_group"]);
-    // Written back unchanged, byte for byte.
-    assert_eq!(table.encode()?, CONSUMER_OFFSET_SAMPLE);
+    // Written back with the same offsets, and a dataVersion first as 5.x brokers write it (a
+    // 4.x broker ignores it, a 5.x slave copying this table needs it).
+    let written = table.encode()?;
+    assert!(
+        written.starts_with("{\n\t\"dataVersion\":{\n\t\t\"counter\":0,\n\t\t\"stateVersion\":0,\n\t\t\"timestamp\":"),
+        "{written}"
+    );
+    assert!(
+        written.ends_with(&format!("\n\t}},{}", &CONSUMER_OFFSET_SAMPLE[1..])),
+        "{written}"
+    );
     table.commit("my_group", "TopicTest", 1, 300);
     table.commit("my_group", "TopicTest", 2, 10); // lower commits replace
     table.commit("g2", "TopicTest", 12, 7);
@@ -74,6 +83,24 @@ fn consumer_offsets_accept_5x_and_standard_json() -> TestResult {
             .map(|m| m.into_iter().collect::<Vec<_>>()),
         Some(vec![(0, 5), (1, 6)])
     );
+    // The file's dataVersion is kept until the table changes.
+    assert_eq!(table.data_version().counter, 4);
+    assert_eq!(table.data_version().timestamp, 1_700_000_000_000);
+    table.commit("g", "T", 0, 8);
+    assert_eq!(table.data_version().counter, 5);
+    Ok(())
+}
+
+/// consumerOffset.json as a 5.3.3 Java broker writes it (without its empty pullOffsetTable,
+/// which Comet does not keep): written back byte for byte.
+#[test]
+fn consumer_offsets_keep_a_5x_file_as_is() -> TestResult {
+    let dir = tmp();
+    let path = config_path(dir.path(), CONSUMER_OFFSET_FILE);
+    let sample = "{\n\t\"dataVersion\":{\n\t\t\"counter\":4,\n\t\t\"stateVersion\":0,\n\t\t\"timestamp\":1700000000000\n\t},\n\t\"offsetTable\":{\n\t\t\"TopicTest@my_group\":{0:250,1:248\n\t\t}\n\t}\n}";
+    persist_atomically(&path, sample)?;
+    let table = ConsumerOffsetTable::open(&path)?;
+    assert_eq!(table.encode()?, sample);
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use comet_broker::config::BrokerRole;
 use comet_broker::{BrokerConfig, BrokerController, BrokerHandle};
-use comet_protocol::code::ResponseCode;
+use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{CommandHeaderExt, PullMessageResponseHeader};
 use comet_store::MessageStore;
 use common::*;
@@ -311,6 +311,93 @@ async fn a_slave_copies_metadata_without_losing_attributes_or_newer_offsets() {
     comet_broker::ha::sync::sync_all(&ctx, &client, &master.addr).await;
     assert_eq!(ctx.topic_config.data_version(), version);
     client.shutdown().await;
+    slave.shutdown().await.expect("slave stops");
+    master.shutdown().await;
+}
+
+/// What a 5.3.3 Java slave's metadata copy asks its master (`SlaveSynchronize.syncAll`, and
+/// `syncTimerCheckPoint` every 3 s), answered as a Java master answers: the consumer offsets
+/// with their `dataVersion` (the Java slave reads it with `DataVersion.assignNewOne` and fails on
+/// a body without one, before persisting what it copied), an empty POP request-mode table, and
+/// for the timer wheel Comet does not have, the errors of a Java master whose timer wheel is off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_answers_a_java_slaves_metadata_copy() {
+    let master = TestBroker::start().await;
+    let request = |code| comet_protocol::RemotingCommand::request(code);
+    let offsets = master.ctx().consumer_offsets.clone();
+    let version_of = |body: &[u8]| -> serde_json::Value {
+        let doc: serde_json::Value =
+            comet_protocol::body::from_fastjson(body).expect("offsets body is fastjson");
+        doc["dataVersion"].clone()
+    };
+
+    offsets.commit_offset("127.0.0.1:1", "g", TOPIC, 0, 7);
+    let first = master
+        .invoke(request(RequestCode::GetAllConsumerOffset))
+        .await;
+    assert_eq!(first.code, ResponseCode::Success.code());
+    let body = first.body.as_deref().expect("a body");
+    let doc: serde_json::Value = comet_protocol::body::from_fastjson(body).expect("fastjson");
+    assert_eq!(doc["offsetTable"][format!("{TOPIC}@g")]["0"], 7);
+    let v1 = version_of(body);
+    assert!(v1["counter"].is_i64() && v1["timestamp"].is_i64(), "{v1}");
+    // The version moves on when the offsets changed, and only then.
+    let same = master
+        .invoke(request(RequestCode::GetAllConsumerOffset))
+        .await;
+    assert_eq!(version_of(same.body.as_deref().expect("body")), v1);
+    offsets.commit_offset("127.0.0.1:1", "g", TOPIC, 0, 9);
+    let moved = master
+        .invoke(request(RequestCode::GetAllConsumerOffset))
+        .await;
+    let v2 = version_of(moved.body.as_deref().expect("body"));
+    assert_eq!(v2["counter"], v1["counter"].as_i64().expect("counter") + 1);
+
+    let modes = master
+        .invoke(request(RequestCode::GetAllMessageRequestMode))
+        .await;
+    assert_eq!(modes.code, ResponseCode::Success.code());
+    assert_eq!(
+        modes.body.as_deref(),
+        Some(&br#"{"messageRequestModeMap":{}}"#[..])
+    );
+    let checkpoint = master
+        .invoke(request(RequestCode::GetTimerCheckPoint))
+        .await;
+    assert_eq!(
+        (checkpoint.code, checkpoint.remark.as_deref()),
+        (
+            ResponseCode::SystemError.code(),
+            Some("The checkpoint is null")
+        )
+    );
+    let metrics = master.invoke(request(RequestCode::GetTimerMetrics)).await;
+    assert_eq!(
+        (metrics.code, metrics.remark.as_deref()),
+        (
+            ResponseCode::SystemError.code(),
+            Some("The timer message store is null")
+        )
+    );
+    master.shutdown().await;
+}
+
+/// A slave whose master is gone from the name server (the registration answer names no master)
+/// stops copying metadata from it, as Apache's slave does, and copies from the master again
+/// once a registration names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slave_copies_metadata_only_from_a_master_the_name_server_names() {
+    let mut master = TestBroker::start().await;
+    let slave_dir = tempfile::tempdir().expect("tempdir");
+    let slave = start_slave(&master, slave_dir.path(), |_| {}).await;
+    let copy_from = slave.context().replication.master_addr();
+    assert_eq!(copy_from.borrow().as_deref(), Some(master.addr.as_str()));
+    master.stop_broker().await;
+    slave.register_now().await;
+    assert_eq!(*copy_from.borrow(), None, "no master named, nothing copied");
+    master.restart_broker().await;
+    slave.register_now().await;
+    assert_eq!(copy_from.borrow().as_deref(), Some(master.addr.as_str()));
     slave.shutdown().await.expect("slave stops");
     master.shutdown().await;
 }

@@ -133,14 +133,25 @@ impl Replication {
     }
 
     /// Takes what the name servers answered a registration: a slave learns its master's
-    /// addresses (the HA one unless `haMasterAddress` pins it).
+    /// addresses (the HA one unless `haMasterAddress` pins it). An answer that names no master
+    /// (it is gone from the name servers) stops the metadata copy until one names it again, as
+    /// in Apache's slave; the HA client keeps the address it has and redials it.
     pub fn on_registered(&self, report: &RegisterReport) {
         let Some(slave) = &self.slave else { return };
-        let Some(master) = &report.master else { return };
-        slave.learn_master(master.ha_addr.as_deref());
+        if report.succeeded.is_empty() {
+            // No name server answered: nothing learned.
+            return;
+        }
+        let addr = report.master.as_ref().and_then(|m| m.addr.clone());
+        if let Some(master) = &report.master {
+            slave.learn_master(master.ha_addr.as_deref());
+        }
         self.master_addr.send_if_modified(|current| {
-            let changed = *current != master.addr;
-            current.clone_from(&master.addr);
+            let changed = *current != addr;
+            if changed {
+                tracing::info!(old = ?current, new = ?addr, "master address for the metadata copy updated");
+            }
+            current.clone_from(&addr);
             changed
         });
     }

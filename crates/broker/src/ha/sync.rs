@@ -1,6 +1,7 @@
 //! A slave's copy of its master's metadata: topics, subscription groups, consumer offsets and
 //! delay-level progress, fetched from the master's main listener right after the slave learns
-//! its master and then every [`SYNC_PERIOD`].
+//! its master and then every [`SYNC_PERIOD`], for as long as the name servers' answers to the
+//! slave's registration name a master.
 //!
 //! Each table is fetched and applied on its own, so one the master cannot serve leaves the
 //! others current. Tables are replaced whole when they differ (topics keep their attributes),

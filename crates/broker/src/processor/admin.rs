@@ -35,6 +35,9 @@ use comet_protocol::naming::{validate_group, validate_topic};
 /// `timestamp` value of a reset request meaning "to the end of the queue".
 pub const RESET_TO_MAX_TIMESTAMP: i64 = -1;
 
+/// GET_ALL_MESSAGE_REQUEST_MODE body: fastjson of a `MessageRequestModeManager` with no mode set.
+pub const EMPTY_MESSAGE_REQUEST_MODES: &str = r#"{"messageRequestModeMap":{}}"#;
+
 /// Handles the admin codes routed to it (see [`routes`](crate::processor::routes)).
 pub struct AdminProcessor {
     ctx: Arc<BrokerContext>,
@@ -85,6 +88,21 @@ impl RequestProcessor for AdminProcessor {
                     Ok(text) => success().with_body(text.into_bytes()),
                     Err(e) => error_response(ResponseCode::SystemError, e.to_string()),
                 },
+                // A 5.x slave copies its master's POP request modes; Comet keeps none (it has no
+                // SET_MESSAGE_REQUEST_MODE), so the table is empty, as a Java master's is before
+                // any is set.
+                RequestCode::GetAllMessageRequestMode => {
+                    success().with_body(EMPTY_MESSAGE_REQUEST_MODES.as_bytes().to_vec())
+                }
+                // Comet has no timer wheel (5.x timer messages): a 5.x slave with
+                // timerWheelEnable=true asking for the master's timer progress gets the answers
+                // of a Java master whose timer wheel is off.
+                RequestCode::GetTimerCheckPoint => {
+                    error_response(ResponseCode::SystemError, "The checkpoint is null")
+                }
+                RequestCode::GetTimerMetrics => {
+                    error_response(ResponseCode::SystemError, "The timer message store is null")
+                }
                 other => error_response(
                     ResponseCode::RequestCodeNotSupported,
                     format!("request type {} not supported", other.code()),

@@ -94,6 +94,9 @@ pub const ROUTES: &[(Route, &[RequestCode])] = &[
             InvokeBrokerToResetOffset,
             GetBrokerConfig,
             GetAllDelayOffset,
+            GetAllMessageRequestMode,
+            GetTimerCheckPoint,
+            GetTimerMetrics,
         ],
     ),
 ];
@@ -141,6 +144,6 @@ mod tests {
                 assert!(seen.insert(code.code()), "{code:?} routed twice");
             }
         }
-        assert_eq!(seen.len(), 37);
+        assert_eq!(seen.len(), 40);
     }
 }
