@@ -374,10 +374,10 @@ wait_caught_up() {
     echo "$(( ($(now_ns) - t0) / 1000000 ))" | awk '{printf "%.3f", $1 / 1000}'
 }
 
-# replicated_load <broker> <w> <dir> <out>: W1s's load against a master with a slave attached.
+# replicated_load <broker> <w> <dir> <out>: W1s's load against the master once its slave (started
+# with it) caught up.
 replicated_load() {
     local broker=$1 w=$2 dir=$3 out=$4
-    start_slave "$broker" "$dir"
     wait_caught_up "127.0.0.1:$BROKER_PORT" "$SLAVE_ADDR" >/dev/null
     THREADS=1 bench "$broker" "$w" "$out" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
         -p "$PRODUCERS" -s "$SIZE" -m sync -d "$DURATION"
@@ -395,11 +395,10 @@ replicated_load() {
     stop_slave
 }
 
-# catch_up <broker> <w> <dir>: the slave stops, H3_GIB are written, the slave comes back; its
-# catch-up rate.
+# catch_up <broker> <w> <dir>: once the slave (started with the master) caught up, it stops,
+# H3_GIB are written, it comes back; its catch-up rate.
 catch_up() {
     local broker=$1 w=$2 dir=$3 per_msg=$((SIZE + 200)) before after secs
-    start_slave "$broker" "$dir"
     wait_caught_up "127.0.0.1:$BROKER_PORT" "$SLAVE_ADDR" >/dev/null
     stop_slave
     before="$(commit_log_end "127.0.0.1:$BROKER_PORT")"
@@ -424,6 +423,8 @@ run_workload() {
     esac
     log "$broker $w ($flush)"
     start_broker "$broker" "$flush" "$dir"
+    # A SYNC_MASTER answers the ready probe only once its slave holds it.
+    if [[ $w == H* ]]; then start_slave "$broker" "$dir"; fi
     wait_ready "$broker" "$w" "$dir"
     cp "$dir/cmdline" "$WORK/cmdline-$broker"
     local out="$dir/result.json" steal_before

@@ -36,9 +36,10 @@ use super::lag::{LagSummary, ReplicationLag};
 use super::wire::{self, HEADER_LEN};
 use super::{HaError, HaSettings};
 
-/// Longest wait for new data before the writer looks again on its own: appends that do not go
-/// through the send path's fence (delayed messages, transactions) are sent at least this soon.
-const IDLE_RECHECK: Duration = Duration::from_millis(100);
+/// Longest wait for new data before the writer looks again on its own. The send path wakes the
+/// writers after each write; bytes written elsewhere (delayed messages, transactions, the flush
+/// thread committing a batch first) are sent at least this soon.
+const IDLE_RECHECK: Duration = Duration::from_millis(10);
 
 /// What the master knows of one connected slave (for statistics and tests).
 #[derive(Debug, Clone, PartialEq, Eq)]

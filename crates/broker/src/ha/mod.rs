@@ -19,6 +19,7 @@ pub mod sync;
 pub mod wire;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use comet_remoting::CancellationToken;
@@ -105,6 +106,8 @@ pub struct Replication {
     released: Option<watch::Sender<u64>>,
     /// `slaveTimeout`.
     slave_timeout: Duration,
+    /// Sends answered FLUSH_SLAVE_TIMEOUT.
+    slave_timeouts: AtomicU64,
     /// A slave's master (main address), as the name servers last answered its registration:
     /// where its metadata comes from.
     master_addr: watch::Sender<Option<String>>,
@@ -128,6 +131,7 @@ impl Replication {
             slave,
             released,
             slave_timeout: Duration::from_millis(config.slave_timeout_ms),
+            slave_timeouts: AtomicU64::new(0),
             master_addr: watch::Sender::new(None),
         }
     }
@@ -159,6 +163,23 @@ impl Replication {
     /// The slave's master's main address, updated on every registration.
     pub fn master_addr(&self) -> watch::Receiver<Option<String>> {
         self.master_addr.subscribe()
+    }
+
+    /// A `SYNC_MASTER` send was answered FLUSH_SLAVE_TIMEOUT: its record, ending at `until`,
+    /// was not held by enough brokers within `slaveTimeout`.
+    pub fn note_slave_timeout(&self, until: i64) {
+        let timeouts = self.slave_timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::warn!(
+            until,
+            slaves = self.master.slaves().len(),
+            timeouts,
+            "a send's copies were not acknowledged within slaveTimeout (FLUSH_SLAVE_TIMEOUT)"
+        );
+    }
+
+    /// Sends answered FLUSH_SLAVE_TIMEOUT so far.
+    pub fn slave_timeouts(&self) -> u64 {
+        self.slave_timeouts.load(Ordering::Relaxed)
     }
 
     /// How long a `SYNC_MASTER`'s answer waits for its copies; `None` when sends wait for no

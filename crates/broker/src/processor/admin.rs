@@ -391,6 +391,10 @@ fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
     let ha = &ctx.replication.master;
     let lag = ha.lag();
     put("haSlaveCount", ha.slaves().len().to_string());
+    put(
+        "haFlushSlaveTimeouts",
+        ctx.replication.slave_timeouts().to_string(),
+    );
     put("haReplicationLagSamples", lag.samples.to_string());
     put("haReplicationLagP50Micros", lag.p50_micros.to_string());
     put("haReplicationLagP99Micros", lag.p99_micros.to_string());

@@ -165,8 +165,12 @@ impl ResponseFence for CommitBeforeReply {
     }
 
     fn on_hold_expired(&self, until: u64) {
-        self.store
-            .note_flush_timeout(i64::try_from(until).unwrap_or(i64::MAX));
+        let until = i64::try_from(until).unwrap_or(i64::MAX);
+        if self.replication.waits_for_slaves() {
+            self.replication.note_slave_timeout(until);
+        } else {
+            self.store.note_flush_timeout(until);
+        }
     }
 }
 
