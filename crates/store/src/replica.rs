@@ -95,6 +95,14 @@ impl CommitLog {
         let mut state = tail.unwrap_or(ReplicaTail {
             complete_end: offset,
         });
+        if tail.is_none() {
+            // Until now the log had no ceiling (a master's has none). Dispatch reads the written
+            // (or flushed) end first and the ceiling second, so publishing the ceiling before
+            // the first replicated byte lands keeps it from reading a record cut by this
+            // transfer.
+            self.replica_ceiling
+                .store(state.complete_end, Ordering::Release);
+        }
         file.append(data)?;
         let new_end = offset + i64::try_from(data.len()).unwrap_or(i64::MAX);
         if let Some(ts) = self.advance_tail(&mut state, new_end) {
