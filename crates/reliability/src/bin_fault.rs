@@ -61,7 +61,14 @@ pub enum FaultCommand {
         #[arg(long, default_value_t = 30_000)]
         route_refresh_ms: u64,
     },
-    /// Wait until the ledgers hold enough SEND_OK answers.
+    /// Wait until every broker named answers GET_BROKER_RUNTIME_INFO.
+    WaitBroker {
+        #[arg(long = "addr", required = true)]
+        addrs: Vec<String>,
+        #[arg(long, default_value_t = 60)]
+        deadline_secs: u64,
+    },
+    /// Wait until the ledgers hold enough answers with a status (SEND_OK by default).
     WaitAcks {
         #[arg(long)]
         ledger_dir: PathBuf,
@@ -74,6 +81,9 @@ pub enum FaultCommand {
         /// Count only answers at or after this Unix time (ms).
         #[arg(long)]
         after_ms: Option<i64>,
+        /// The send status to count (SEND_OK, FLUSH_SLAVE_TIMEOUT, ...).
+        #[arg(long, default_value = "SEND_OK")]
+        status: String,
         #[arg(long, default_value_t = 60)]
         deadline_secs: u64,
     },
@@ -87,8 +97,9 @@ pub enum FaultCommand {
         queues: i32,
         #[arg(long)]
         ledger_dir: PathBuf,
+        /// A consumer's deliveries file (repeatable: one per consumer of the group).
         #[arg(long)]
-        deliveries: Option<PathBuf>,
+        deliveries: Vec<PathBuf>,
         #[arg(long = "group", required = true)]
         groups: Vec<GroupSpec>,
         /// Read this group from its slave only (repeatable).
@@ -96,6 +107,12 @@ pub enum FaultCommand {
         master_down: Vec<String>,
         #[arg(long)]
         allow_loss: bool,
+        /// File of ids accepted as lost by earlier checks (extended by --allow-loss).
+        #[arg(long)]
+        known_lost: Option<PathBuf>,
+        /// Skip the slave-to-master comparisons (the load is still running).
+        #[arg(long)]
+        no_compare: bool,
         /// Wait up to this long for the consumer to deliver every acknowledged message.
         #[arg(long)]
         drain_secs: Option<u64>,
@@ -160,29 +177,32 @@ pub async fn run(command: FaultCommand) -> Result<()> {
             };
             Ok(fault_load::consume(&options).await?)
         }
+        FaultCommand::WaitBroker {
+            addrs,
+            deadline_secs,
+        } => wait_brokers(&addrs, Duration::from_secs(deadline_secs)).await,
         FaultCommand::WaitAcks {
             ledger_dir,
             count,
             round,
             broker,
             after_ms,
+            status,
             deadline_secs,
         } => {
-            let started = Instant::now();
-            let (acks, failures) = fault_check::wait_acks(
-                &ledger_dir,
+            let filter = fault_check::AckFilter {
                 round,
-                broker.as_deref(),
+                broker,
                 after_ms,
+                status,
+            };
+            wait_acks(
+                &ledger_dir,
+                &filter,
                 count,
                 Duration::from_secs(deadline_secs),
             )
-            .await?;
-            println!(
-                "acks={acks} failed={failures} after={:.1}s",
-                started.elapsed().as_secs_f64()
-            );
-            Ok(())
+            .await
         }
         FaultCommand::Check {
             label,
@@ -193,6 +213,8 @@ pub async fn run(command: FaultCommand) -> Result<()> {
             groups,
             master_down,
             allow_loss,
+            known_lost,
+            no_compare,
             drain_secs,
             settle_secs,
             since_ms,
@@ -206,21 +228,61 @@ pub async fn run(command: FaultCommand) -> Result<()> {
                 groups,
                 master_down,
                 allow_loss,
+                known_lost,
+                compare: !no_compare,
                 drain: drain_secs.map(Duration::from_secs),
                 settle: Duration::from_secs(settle_secs),
                 since_ms,
             };
-            let report = fault_check::check(&options).await?;
-            println!("{report}");
-            for v in &report.violations {
-                println!("  VIOLATION: {v}");
-            }
-            if !report.violations.is_empty() {
-                bail!("{}: {} violations", report.label, report.violations.len());
-            }
-            Ok(())
+            run_check(&options).await
         }
     }
+}
+
+/// Waits for the answers `filter` counts and prints how many there were, how many sends failed
+/// meanwhile and how long it took.
+async fn wait_acks(
+    ledger_dir: &std::path::Path,
+    filter: &fault_check::AckFilter,
+    count: u64,
+    deadline: Duration,
+) -> Result<()> {
+    let started = Instant::now();
+    let (acks, failures) = fault_check::wait_acks(ledger_dir, filter, count, deadline).await?;
+    println!(
+        "acks={acks} failed={failures} after={:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Runs the checker and prints its line and violations; fails when a promise was broken.
+async fn run_check(options: &CheckOptions) -> Result<()> {
+    let report = fault_check::check(options).await?;
+    println!("{report}");
+    for v in &report.violations {
+        println!("  VIOLATION: {v}");
+    }
+    if !report.violations.is_empty() {
+        bail!("{}: {} violations", report.label, report.violations.len());
+    }
+    Ok(())
+}
+
+/// Waits until every broker of `addrs` answers.
+async fn wait_brokers(addrs: &[String], deadline: Duration) -> Result<()> {
+    let client = RemotingClient::new(ClientConfig::default());
+    let started = Instant::now();
+    for addr in addrs {
+        while wire::runtime_info(&client, addr).await.is_err() {
+            if started.elapsed() > deadline {
+                bail!("{addr} did not answer within {deadline:?}");
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+    client.shutdown().await;
+    Ok(())
 }
 
 /// Creates `topic` on every master; waits until every slave has copied it and every name server

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use comet_client::consumer::push::{DefaultMQPushConsumer, PushConsumerConfig};
+use comet_client::consumer::rebalance::AllocateMessageQueueAveragelyByCircle;
 use comet_client::consumer::{ConsumeConcurrentlyStatus, ConsumeFromWhere, concurrently_fn};
 use comet_client::producer::{DefaultMQProducer, ProducerConfig};
 use comet_client::{Message, SendStatus};
@@ -196,6 +197,9 @@ pub async fn consume(options: &ConsumeOptions) -> Result<()> {
     config.client.instance_name = "fault-consumer".to_owned();
     config.client.poll_name_server_interval = options.route_refresh;
     config.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
+    // By circle: with two members (this one and the suite's Java consumer) each holds queues of
+    // both groups, so both fall back to a slave when a master dies.
+    config.allocate_message_queue_strategy = Arc::new(AllocateMessageQueueAveragelyByCircle);
     let consumer = DefaultMQPushConsumer::new(config);
     consumer.subscribe(&options.topic, "*").await?;
     let sink = Arc::clone(&out);
