@@ -401,3 +401,71 @@ async fn a_slave_copies_metadata_only_from_a_master_the_name_server_names() {
     slave.shutdown().await.expect("slave stops");
     master.shutdown().await;
 }
+
+/// The offsets where records of `store`'s CommitLog start, from its first segment.
+fn record_starts(store: &MessageStore) -> Vec<i64> {
+    let log = log_bytes(store);
+    let mut starts = Vec::new();
+    let mut pos = 0usize;
+    while let Some(size) = log
+        .get(pos..pos + 4)
+        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        .and_then(|s| usize::try_from(s).ok())
+        .filter(|s| *s > 8 && pos + *s <= log.len())
+    {
+        starts.push(store.min_phy_offset() + pos as i64);
+        pos += size;
+    }
+    starts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slave_refuses_a_longer_master_whose_log_diverged_from_its_own() {
+    // The slave's log: one record written by another master (an older history).
+    let other_dir = tempfile::tempdir().expect("tempdir");
+    let other = BrokerController::start(test_config(other_dir.path()))
+        .await
+        .expect("another master starts");
+    let client = comet_remoting::RemotingClient::new(comet_remoting::ClientConfig::default());
+    let sent = client
+        .invoke(
+            &other.local_addr().to_string(),
+            send_v2(TOPIC, 0, &[b'o'; 1000], &[]),
+            RPC_TIMEOUT,
+        )
+        .await
+        .expect("answer");
+    assert_eq!(sent.code, 0);
+    let other_end = other.context().store.max_phy_offset();
+    other.shutdown().await.expect("stops");
+    client.shutdown().await;
+    // The master (a newer history, as after a lost disk) has written past the slave's end, and
+    // none of its records starts where the slave's log ends.
+    let master = TestBroker::start().await;
+    while master.store().max_phy_offset() < other_end + 2000 {
+        assert_eq!(send(&master, b"newer history").await, 0);
+    }
+    assert!(!record_starts(master.store()).contains(&other_end));
+    let slave = start_slave(&master, other_dir.path(), |_| {}).await;
+    // The master takes the report (it is within its log); the slave refuses the bytes, which
+    // do not continue its records, and its log stays as it was.
+    let ha_slave = Arc::clone(slave.context().replication.slave.as_ref().expect("a slave"));
+    assert!(
+        wait_until(|| async { ha_slave.failed_sessions() >= 1 }).await,
+        "the slave refused the master's bytes"
+    );
+    assert_eq!(slave.context().store.max_phy_offset(), other_end);
+    assert!(
+        master
+            .ctx()
+            .replication
+            .master
+            .acks()
+            .acks()
+            .iter()
+            .all(|a| *a <= other_end),
+        "nothing past the slave's end counts as replicated"
+    );
+    slave.shutdown().await.expect("slave stops");
+    master.shutdown().await;
+}

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use comet_protocol::code::ResponseCode;
 use comet_remoting::{ClientConfig, RemotingClient};
 use parking_lot::Mutex;
 
@@ -135,24 +136,80 @@ impl fmt::Display for CrashLoopReport {
 
 /// Everything the load did, shared by its tasks.
 #[derive(Default)]
-struct Ledger {
-    attempted: HashSet<u64>,
-    acked: HashMap<u64, Stored>,
-    lost: HashSet<u64>,
-    deliveries: HashMap<u64, u32>,
+pub(crate) struct Ledger {
+    pub(crate) attempted: HashSet<u64>,
+    pub(crate) acked: HashMap<u64, Stored>,
+    pub(crate) lost: HashSet<u64>,
+    pub(crate) deliveries: HashMap<u64, u32>,
     /// Per queue: acknowledged commits, (time the answer arrived, offset).
-    commits: Vec<Vec<(Instant, i64)>>,
+    pub(crate) commits: Vec<Vec<(Instant, i64)>>,
     /// Per queue: where this broker incarnation's commits begin in `commits`, and the offset it
     /// reported at its start (loaded from its offset file). A kill may lose the incarnation's
     /// recent commits, never what it started with.
-    incarnation_commits: Vec<usize>,
-    incarnation_start: Vec<i64>,
-    violations: Vec<String>,
-    refused: u64,
-    unanswered: u64,
+    pub(crate) incarnation_commits: Vec<usize>,
+    pub(crate) incarnation_start: Vec<i64>,
+    pub(crate) violations: Vec<String>,
+    pub(crate) refused: u64,
+    /// Refusals with FLUSH_SLAVE_TIMEOUT: stored on a SYNC_MASTER whose slave did not confirm
+    /// the copy in time.
+    pub(crate) flush_slave_timeouts: u64,
+    pub(crate) unanswered: u64,
+}
+
+/// What a load over the whole run amounted to.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LoadFigures {
+    pub(crate) sends: u64,
+    pub(crate) acked: u64,
+    pub(crate) lost: u64,
+    pub(crate) refused: u64,
+    pub(crate) flush_slave_timeouts: u64,
+    pub(crate) unanswered: u64,
+    pub(crate) delivered: u64,
+    pub(crate) redelivered: u64,
 }
 
 impl Ledger {
+    /// A ledger for a topic of [`QUEUES`] queues.
+    pub(crate) fn shared() -> SharedLedger {
+        Arc::new(Mutex::new(Ledger {
+            commits: vec![Vec::new(); QUEUES as usize],
+            ..Default::default()
+        }))
+    }
+
+    /// Fails when an acknowledged message, not counted as lost, never reached the group.
+    pub(crate) fn check_all_delivered(&self) -> Result<()> {
+        let undelivered = self
+            .acked
+            .keys()
+            .filter(|id| !self.lost.contains(id) && !self.deliveries.contains_key(id))
+            .count();
+        if undelivered > 0 {
+            return Err(Error::Violation(format!(
+                "{undelivered} acknowledged messages were never delivered to {GROUP}"
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn figures(&self) -> LoadFigures {
+        LoadFigures {
+            sends: self.attempted.len() as u64,
+            acked: self.acked.len() as u64,
+            lost: self.lost.len() as u64,
+            refused: self.refused,
+            flush_slave_timeouts: self.flush_slave_timeouts,
+            unanswered: self.unanswered,
+            delivered: self.deliveries.values().map(|n| u64::from(*n)).sum(),
+            redelivered: self
+                .deliveries
+                .values()
+                .map(|n| u64::from(n.saturating_sub(1)))
+                .sum(),
+        }
+    }
+
     fn record_delivery(&mut self, body: &[u8], queue_id: i32, queue_offset: i64) {
         match intact_id(body) {
             Some(id) if self.attempted.contains(&id) => {
@@ -165,7 +222,7 @@ impl Ledger {
     }
 }
 
-type SharedLedger = Arc<Mutex<Ledger>>;
+pub(crate) type SharedLedger = Arc<Mutex<Ledger>>;
 
 /// Runs the crash loop; `Err(Error::Violation)` names the first broken promise.
 pub async fn run(config: &CrashLoopConfig) -> Result<CrashLoopReport> {
@@ -175,10 +232,7 @@ pub async fn run(config: &CrashLoopConfig) -> Result<CrashLoopReport> {
         config.data_dir.clone(),
         config.flush,
     );
-    let ledger: SharedLedger = Arc::new(Mutex::new(Ledger {
-        commits: vec![Vec::new(); QUEUES as usize],
-        ..Default::default()
-    }));
+    let ledger = Ledger::shared();
     let next_id = Arc::new(AtomicU64::new(0));
     let mut rng = SeededRng::new(config.seed);
     let mut report = CrashLoopReport {
@@ -257,30 +311,18 @@ pub async fn run(config: &CrashLoopConfig) -> Result<CrashLoopReport> {
     if let Some(kill_at) = last_kill {
         audit(&serve, &ledger, kill_at, config.flush, &mut report).await?;
     }
-    drain(&serve, &ledger).await?;
+    drain(&serve.broker, &ledger).await?;
     {
         let ledger = ledger.lock();
-        let undelivered = ledger
-            .acked
-            .keys()
-            .filter(|id| !ledger.lost.contains(id) && !ledger.deliveries.contains_key(id))
-            .count();
-        if undelivered > 0 {
-            return Err(Error::Violation(format!(
-                "{undelivered} acknowledged messages were never delivered to {GROUP}"
-            )));
-        }
-        report.sends = ledger.attempted.len() as u64;
-        report.acked = ledger.acked.len() as u64;
-        report.lost = ledger.lost.len() as u64;
-        report.refused = ledger.refused;
-        report.unanswered = ledger.unanswered;
-        report.delivered = ledger.deliveries.values().map(|n| u64::from(*n)).sum();
-        report.redelivered = ledger
-            .deliveries
-            .values()
-            .map(|n| u64::from(n.saturating_sub(1)))
-            .sum();
+        ledger.check_all_delivered()?;
+        let figures = ledger.figures();
+        report.sends = figures.sends;
+        report.acked = figures.acked;
+        report.lost = figures.lost;
+        report.refused = figures.refused;
+        report.unanswered = figures.unanswered;
+        report.delivered = figures.delivered;
+        report.redelivered = figures.redelivered;
     }
     drop(serve);
     report.elapsed = started.elapsed();
@@ -294,7 +336,7 @@ async fn start(options: &ServeOptions) -> Result<Serve> {
         .map_err(|e| Error::NotReady(format!("start task failed: {e}")))?
 }
 
-async fn produce(
+pub(crate) async fn produce(
     client: RemotingClient,
     addr: String,
     ledger: SharedLedger,
@@ -317,7 +359,13 @@ async fn produce(
                 }
                 ledger.acked.insert(id, stored);
             }
-            SendOutcome::Refused { .. } => ledger.lock().refused += 1,
+            SendOutcome::Refused { code, .. } => {
+                let mut ledger = ledger.lock();
+                ledger.refused += 1;
+                if code == ResponseCode::FlushSlaveTimeout.code() {
+                    ledger.flush_slave_timeouts += 1;
+                }
+            }
             SendOutcome::Unanswered(_) => {
                 // The broker is gone (or hung): this producer is done for the cycle.
                 ledger.lock().unanswered += 1;
@@ -327,7 +375,7 @@ async fn produce(
     }
 }
 
-async fn committed_positions(client: &RemotingClient, addr: &str) -> Result<Vec<i64>> {
+pub(crate) async fn committed_positions(client: &RemotingClient, addr: &str) -> Result<Vec<i64>> {
     let mut positions = Vec::new();
     for q in 0..QUEUES {
         positions.push(
@@ -372,7 +420,7 @@ async fn consume_round(
     Ok(progressed)
 }
 
-async fn consume(
+pub(crate) async fn consume(
     client: RemotingClient,
     addr: String,
     ledger: SharedLedger,
@@ -389,17 +437,17 @@ async fn consume(
     }
 }
 
-/// Consumes until every queue's committed offset reaches its end.
-async fn drain(serve: &Serve, ledger: &SharedLedger) -> Result<()> {
+/// Consumes from the broker at `addr` until every queue's committed offset reaches its end.
+pub(crate) async fn drain(addr: &str, ledger: &SharedLedger) -> Result<()> {
     let client = RemotingClient::new(ClientConfig::default());
-    let mut positions = committed_positions(&client, &serve.broker).await?;
+    let mut positions = committed_positions(&client, addr).await?;
     let started = Instant::now();
     loop {
-        let progressed = consume_round(&client, &serve.broker, ledger, &mut positions).await?;
+        let progressed = consume_round(&client, addr, ledger, &mut positions).await?;
         if !progressed {
             let mut done = true;
             for (q, position) in (0..QUEUES).zip(&positions) {
-                if wire::max_offset(&client, &serve.broker, TOPIC, q).await? > *position {
+                if wire::max_offset(&client, addr, TOPIC, q).await? > *position {
                     done = false;
                 }
             }
@@ -430,28 +478,36 @@ async fn audit(
     report: &mut CrashLoopReport,
 ) -> Result<()> {
     let client = RemotingClient::new(ClientConfig::default());
-    let stored = audit_queues(&client, serve, ledger, report).await?;
-    audit_acknowledged(&mut ledger.lock(), &stored, flush, report)?;
-    for q in 0..QUEUES {
-        let committed = wire::query_offset(&client, &serve.broker, GROUP, TOPIC, q).await?;
-        audit_committed_offset(&ledger.lock(), q, committed, kill_at, report)?;
-    }
+    let stored = audit_queues(&client, &serve.broker, ledger).await?;
+    report.stored_unacked = audit_acknowledged(
+        &mut ledger.lock(),
+        &stored,
+        flush == FlushMode::Sync,
+        "SYNC_FLUSH",
+    )?;
+    audit_committed_offsets(
+        &client,
+        &serve.broker,
+        ledger,
+        kill_at,
+        &mut report.max_offset_regression,
+    )
+    .await?;
     client.shutdown().await;
     report.audits += 1;
     Ok(())
 }
 
-/// Pulls every queue whole: consecutive offsets, each holding an intact message a producer sent,
-/// none stored twice. Returns where each message is stored.
-async fn audit_queues(
+/// Pulls every queue of the broker at `addr` whole: consecutive offsets, each holding an intact
+/// message a producer sent, none stored twice. Returns where each message is stored.
+pub(crate) async fn audit_queues(
     client: &RemotingClient,
-    serve: &Serve,
+    addr: &str,
     ledger: &SharedLedger,
-    report: &mut CrashLoopReport,
 ) -> Result<HashMap<u64, Stored>> {
     let mut stored: HashMap<u64, Stored> = HashMap::new();
     for q in 0..QUEUES {
-        let messages = wire::pull_all(client, &serve.broker, AUDIT_GROUP, TOPIC, q).await?;
+        let messages = wire::pull_all(client, addr, AUDIT_GROUP, TOPIC, q).await?;
         let ledger = ledger.lock();
         for (expected, m) in (0_i64..).zip(&messages) {
             if m.topic != TOPIC || m.queue_id != q || m.queue_offset != expected {
@@ -473,7 +529,6 @@ async fn audit_queues(
                 queue_offset: expected,
             };
             if let Some(first) = stored.insert(id, at) {
-                report.stored_duplicates += 1;
                 return Err(Error::Violation(format!(
                     "message {id} stored twice: {first:?} and {at:?}"
                 )));
@@ -484,13 +539,14 @@ async fn audit_queues(
 }
 
 /// Every acknowledged message is stored where its ack said; one missing is lost (a violation
-/// under SYNC_FLUSH). Also counts the messages stored without an ack.
-fn audit_acknowledged(
+/// when `loss_is_violation`, named by `guarantee`). Returns how many stored messages were never
+/// acknowledged.
+pub(crate) fn audit_acknowledged(
     ledger: &mut Ledger,
     stored: &HashMap<u64, Stored>,
-    flush: FlushMode,
-    report: &mut CrashLoopReport,
-) -> Result<()> {
+    loss_is_violation: bool,
+    guarantee: &str,
+) -> Result<u64> {
     let mut newly_lost = Vec::new();
     for (id, at) in &ledger.acked {
         if ledger.lost.contains(id) {
@@ -506,18 +562,32 @@ fn audit_acknowledged(
             None => newly_lost.push(*id),
         }
     }
-    if !newly_lost.is_empty() && flush == FlushMode::Sync {
+    if !newly_lost.is_empty() && loss_is_violation {
         return Err(Error::Violation(format!(
-            "SYNC_FLUSH lost {} acknowledged messages, e.g. {:?}",
+            "{guarantee} lost {} acknowledged messages, e.g. {:?}",
             newly_lost.len(),
             newly_lost.first()
         )));
     }
     ledger.lost.extend(newly_lost);
-    report.stored_unacked = stored
+    Ok(stored
         .keys()
         .filter(|id| !ledger.acked.contains_key(id))
-        .count() as u64;
+        .count() as u64)
+}
+
+/// [`audit_committed_offset`] for every queue of the broker at `addr`.
+pub(crate) async fn audit_committed_offsets(
+    client: &RemotingClient,
+    addr: &str,
+    ledger: &SharedLedger,
+    kill_at: Instant,
+    max_regression: &mut i64,
+) -> Result<()> {
+    for q in 0..QUEUES {
+        let committed = wire::query_offset(client, addr, GROUP, TOPIC, q).await?;
+        audit_committed_offset(&ledger.lock(), q, committed, kill_at, max_regression)?;
+    }
     Ok(())
 }
 
@@ -529,7 +599,7 @@ fn audit_committed_offset(
     q: i32,
     committed: Option<i64>,
     kill_at: Instant,
-    report: &mut CrashLoopReport,
+    max_regression: &mut i64,
 ) -> Result<()> {
     let commits = ledger
         .commits
@@ -562,7 +632,7 @@ fn audit_committed_offset(
             "queue {q}: committed offset {have} was never committed (highest {ceiling})"
         ))),
         Some(ceiling) => {
-            report.max_offset_regression = report.max_offset_regression.max(ceiling - have);
+            *max_regression = (*max_regression).max(ceiling - have);
             Ok(())
         }
         None if committed.is_some_and(|c| c > 0) => Err(Error::Violation(format!(

@@ -2,12 +2,15 @@
 //! started as a child process. Prints one summary line per run (the figures in RELIABILITY.md)
 //! and exits non-zero when a promise was broken.
 
+mod bin_fault;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use comet_reliability::churn::ChurnMode;
+use comet_reliability::replicated::{self, ReplicationMode};
 use comet_reliability::serve::{FlushMode, default_comet_bin};
 use comet_reliability::{churn, churn_consumer, crash_loop};
 
@@ -43,6 +46,14 @@ enum Command {
         /// Longest random delay between the cycle's load quota and the kill, in ms.
         #[arg(long, default_value_t = 1500)]
         max_kill_delay_ms: u64,
+        /// Run a name server, a master (SYNC_MASTER or ASYNC_MASTER) and its slave as separate
+        /// processes and kill the master, the slave or both in turn; audit both brokers.
+        #[arg(long, value_enum)]
+        replicated: Option<ReplicationMode>,
+        /// With --replicated: a broker.conf key for both brokers (`--broker-set
+        /// inSyncReplicas=1`, repeatable).
+        #[arg(long = "broker-set", value_name = "KEY=VALUE")]
+        broker_settings: Vec<String>,
     },
     /// Push consumers (child processes) join and leave a clustering group while producers send;
     /// some leave by SIGKILL, the others gracefully.
@@ -59,6 +70,10 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         send_pause_ms: u64,
     },
+    /// The network-namespace fault suite's load, setup and checker (see
+    /// crates/reliability/netns/run.sh).
+    #[command(subcommand)]
+    Fault(bin_fault::FaultCommand),
     /// One churn consumer process (started by `churn`): reports deliveries on stdout, exits
     /// gracefully when stdin closes.
     #[command(hide = true)]
@@ -86,6 +101,14 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Command::Fault(command) = cli.command {
+        // Runs inside the suite's namespaces: needs neither the broker binary nor a data dir.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("tokio runtime")?;
+        return runtime.block_on(bin_fault::run(command));
+    }
     if let Command::ChurnConsumer {
         namesrv,
         instance,
@@ -136,6 +159,25 @@ fn main() -> Result<()> {
             flush,
             producers,
             max_kill_delay_ms,
+            replicated: Some(mode),
+            broker_settings,
+        } => {
+            let mut config = replicated::ReplicatedConfig::new(comet_bin, data_dir, cycles, mode);
+            config.broker_settings = parse_settings(&broker_settings)?;
+            config.flush = flush;
+            config.seed = cli.seed;
+            config.producers = producers;
+            config.max_kill_delay = Duration::from_millis(max_kill_delay_ms);
+            let report = runtime.block_on(replicated::run(&config))?;
+            println!("{report}");
+        }
+        Command::CrashLoop {
+            cycles,
+            flush,
+            producers,
+            max_kill_delay_ms,
+            replicated: None,
+            ..
         } => {
             let mut config = crash_loop::CrashLoopConfig::new(comet_bin, data_dir, cycles, flush);
             config.seed = cli.seed;
@@ -150,40 +192,83 @@ fn main() -> Result<()> {
             kill_percent,
             send_pause_ms,
         } => {
-            let consumer_bin = std::env::current_exe().context("locating this executable")?;
-            let mode = if orderly {
-                ChurnMode::Orderly
-            } else {
-                ChurnMode::Concurrently
+            let churn = ChurnArgs {
+                seconds,
+                orderly,
+                kill_percent,
+                send_pause_ms,
+                seed: cli.seed,
             };
-            let mut config = churn::ChurnConfig::new(
-                comet_bin,
-                consumer_bin,
-                data_dir,
-                Duration::from_secs(seconds),
-                mode,
-            );
-            config.seed = cli.seed;
-            config.kill_percent = kill_percent;
-            config.send_pause = Duration::from_millis(send_pause_ms);
-            let report = runtime.block_on(churn::run(&config))?;
-            println!("{report}");
-            let audit = &report.audit;
-            if audit.lost > 0
-                || audit.unknown > 0
-                || audit.queue_order_violations > 0
-                || audit.key_order_violations > 0
-            {
-                bail!(
-                    "churn lost {}, invented {}, {} queue-order and {} key-order violations",
-                    audit.lost,
-                    audit.unknown,
-                    audit.queue_order_violations,
-                    audit.key_order_violations
-                );
-            }
+            run_churn(&runtime, comet_bin, data_dir, &churn)?;
         }
-        Command::ChurnConsumer { .. } => {}
+        Command::ChurnConsumer { .. } | Command::Fault(_) => {}
+    }
+    Ok(())
+}
+
+/// `KEY=VALUE` pairs.
+fn parse_settings(pairs: &[String]) -> Result<Vec<(String, String)>> {
+    pairs
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((key, value)) => Ok((key.trim().to_owned(), value.trim().to_owned())),
+            None => bail!("--broker-set expects KEY=VALUE, got {kv:?}"),
+        })
+        .collect()
+}
+
+struct ChurnArgs {
+    seconds: u64,
+    orderly: bool,
+    kill_percent: u64,
+    send_pause_ms: u64,
+    seed: u64,
+}
+
+fn run_churn(
+    runtime: &tokio::runtime::Runtime,
+    comet_bin: PathBuf,
+    data_dir: PathBuf,
+    args: &ChurnArgs,
+) -> Result<()> {
+    let ChurnArgs {
+        seconds,
+        orderly,
+        kill_percent,
+        send_pause_ms,
+        seed,
+    } = *args;
+    let consumer_bin = std::env::current_exe().context("locating this executable")?;
+    let mode = if orderly {
+        ChurnMode::Orderly
+    } else {
+        ChurnMode::Concurrently
+    };
+    let mut config = churn::ChurnConfig::new(
+        comet_bin,
+        consumer_bin,
+        data_dir,
+        Duration::from_secs(seconds),
+        mode,
+    );
+    config.seed = seed;
+    config.kill_percent = kill_percent;
+    config.send_pause = Duration::from_millis(send_pause_ms);
+    let report = runtime.block_on(churn::run(&config))?;
+    println!("{report}");
+    let audit = &report.audit;
+    if audit.lost > 0
+        || audit.unknown > 0
+        || audit.queue_order_violations > 0
+        || audit.key_order_violations > 0
+    {
+        bail!(
+            "churn lost {}, invented {}, {} queue-order and {} key-order violations",
+            audit.lost,
+            audit.unknown,
+            audit.queue_order_violations,
+            audit.key_order_violations
+        );
     }
     Ok(())
 }

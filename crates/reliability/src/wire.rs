@@ -10,11 +10,11 @@ use bytes::Bytes;
 use comet_protocol::RemotingCommand;
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{
-    CommandHeaderExt, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
-    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
-    SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader, pull_sys_flag,
-    request_with_header,
+    CommandHeaderExt, CreateTopicRequestHeader, GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader, SendMessageRequestHeader,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+    pull_sys_flag, request_with_header,
 };
 use comet_protocol::message::record::decode_records;
 use comet_protocol::message::{MessageExt, Properties};
@@ -274,10 +274,11 @@ pub async fn max_offset(
     Ok(h.offset)
 }
 
-/// Bytes appended to the CommitLog but not yet dispatched to ConsumeQueues, from
-/// GET_BROKER_RUNTIME_INFO's `dispatchBehindBytes`. Under ASYNC_FLUSH a send is acknowledged
-/// before its dispatch, so a check that counts ConsumeQueue entries waits for this to reach 0.
-pub async fn dispatch_behind_bytes(client: &RemotingClient, addr: &str) -> Result<i64> {
+/// GET_BROKER_RUNTIME_INFO's table.
+pub async fn runtime_info(
+    client: &RemotingClient,
+    addr: &str,
+) -> Result<std::collections::HashMap<String, String>> {
     let rsp = client
         .invoke(
             addr,
@@ -288,8 +289,105 @@ pub async fn dispatch_behind_bytes(client: &RemotingClient, addr: &str) -> Resul
     check_success(&rsp)?;
     let kv: comet_protocol::body::KvTable =
         comet_protocol::body::from_fastjson(&rsp.body.clone().unwrap_or_default())?;
-    kv.table
-        .get("dispatchBehindBytes")
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| Error::Violation("runtime info without dispatchBehindBytes".into()))
+    Ok(kv.table)
+}
+
+/// Where a broker's CommitLog starts and ends, and how much of it is not dispatched yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogState {
+    pub min_offset: i64,
+    pub max_offset: i64,
+    /// Bytes appended to the CommitLog but not yet dispatched to ConsumeQueues.
+    pub dispatch_behind: i64,
+}
+
+/// The [`LogState`] of the broker at `addr`, from its runtime info.
+pub async fn log_state(client: &RemotingClient, addr: &str) -> Result<LogState> {
+    let table = runtime_info(client, addr).await?;
+    let field = |key: &str| {
+        table
+            .get(key)
+            .and_then(|v| v.parse::<i64>().ok())
+            .ok_or_else(|| Error::Violation(format!("runtime info of {addr} without {key}")))
+    };
+    Ok(LogState {
+        min_offset: field("commitLogMinOffset")?,
+        max_offset: field("commitLogMaxOffset")?,
+        dispatch_behind: field("dispatchBehindBytes")?,
+    })
+}
+
+/// Bytes appended to the CommitLog but not yet dispatched to ConsumeQueues, from
+/// GET_BROKER_RUNTIME_INFO's `dispatchBehindBytes`. Under ASYNC_FLUSH a send is acknowledged
+/// before its dispatch, so a check that counts ConsumeQueue entries waits for this to reach 0.
+pub async fn dispatch_behind_bytes(client: &RemotingClient, addr: &str) -> Result<i64> {
+    Ok(log_state(client, addr).await?.dispatch_behind)
+}
+
+/// Creates `topic` with `queues` read and write queues on the broker at `addr`
+/// (UPDATE_AND_CREATE_TOPIC).
+pub async fn create_topic(
+    client: &RemotingClient,
+    addr: &str,
+    topic: &str,
+    queues: i32,
+) -> Result<()> {
+    let header = CreateTopicRequestHeader {
+        topic: topic.to_owned(),
+        default_topic: AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
+        read_queue_nums: queues,
+        write_queue_nums: queues,
+        perm: comet_protocol::body::topic::perm::PERM_READ_WRITE,
+        ..Default::default()
+    };
+    let rsp = client
+        .invoke(
+            addr,
+            request_with_header(RequestCode::UpdateAndCreateTopic, &header),
+            RPC_TIMEOUT,
+        )
+        .await?;
+    check_success(&rsp)
+}
+
+/// Whether the broker at `addr` has a configuration for `topic` (GET_ALL_TOPIC_CONFIG); a slave
+/// copies its master's table every few seconds and serves no pull of a topic it lacks.
+pub async fn knows_topic(client: &RemotingClient, addr: &str, topic: &str) -> Result<bool> {
+    let rsp = client
+        .invoke(
+            addr,
+            RemotingCommand::request(RequestCode::GetAllTopicConfig),
+            RPC_TIMEOUT,
+        )
+        .await?;
+    check_success(&rsp)?;
+    let table: comet_protocol::body::topic::TopicConfigSerializeWrapper =
+        comet_protocol::body::from_fastjson(&rsp.body.clone().unwrap_or_default())?;
+    Ok(table.topic_config_table.contains_key(topic))
+}
+
+/// The route of `topic` as the name server at `addr` answers it; `None` when it knows no route.
+pub async fn topic_route(
+    client: &RemotingClient,
+    addr: &str,
+    topic: &str,
+) -> Result<Option<comet_protocol::body::TopicRouteData>> {
+    let header = comet_protocol::headers::GetRouteInfoRequestHeader {
+        topic: topic.to_owned(),
+        ..Default::default()
+    };
+    let rsp = client
+        .invoke(
+            addr,
+            request_with_header(RequestCode::GetRouteinfoByTopic, &header),
+            RPC_TIMEOUT,
+        )
+        .await?;
+    if rsp.code == i32::from(ResponseCode::TopicNotExist) {
+        return Ok(None);
+    }
+    check_success(&rsp)?;
+    Ok(Some(comet_protocol::body::from_fastjson(
+        &rsp.body.clone().unwrap_or_default(),
+    )?))
 }

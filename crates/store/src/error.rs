@@ -42,6 +42,12 @@ pub enum StoreError {
     /// An offset is outside of what the structure holds (a logic error of the caller or stale state).
     #[error("offset {offset} out of range: {reason}")]
     OffsetOutOfRange { offset: i64, reason: String },
+    /// Replicated bytes do not continue this log's records: the master's log has diverged from
+    /// this slave's.
+    #[error(
+        "replicated bytes at offset {offset} do not continue this log ({reason}): the master's log has diverged from this slave's; empty the slave's store to replicate this master"
+    )]
+    Diverged { offset: i64, reason: String },
     /// Another process holds the store's `lock` file.
     #[error("store directory {0} is locked by another process")]
     Locked(PathBuf),

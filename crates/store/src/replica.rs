@@ -12,12 +12,20 @@
 //! it ([`CommitLog::dispatch_ceiling`]), and it gives the segment the store timestamp of the last
 //! complete record, which the checkpoint records once that record is flushed. A log that was
 //! never appended to by replication has no tail and no ceiling.
+//!
+//! Appended bytes must continue the log's records: every record from the replica tail on whose
+//! header is at hand must carry a message (or BLANK) magic code, a size that fits its segment and,
+//! in its PHYSICALOFFSET field, its own offset. A master whose log diverged from the slave's
+//! (it lost its tail or its whole disk and has written other records since, past the slave's
+//! end) sends bytes that start inside one of its own records at the slave's end: they are
+//! refused ([`StoreError::Diverged`]) and the log stays as it was. Two histories that happen to
+//! have a record boundary at exactly the slave's end are not told apart by this.
 
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
-use comet_protocol::message::record;
-use comet_protocol::message::{BLANK_ENTRY_LEN, BLANK_MAGIC};
+use comet_protocol::message::record::{self, MIN_RECORD_SIZE, PHYSICAL_OFFSET_POS};
+use comet_protocol::message::{BLANK_ENTRY_LEN, BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2};
 
 use crate::commit_log::CommitLog;
 use crate::error::StoreError;
@@ -95,6 +103,7 @@ impl CommitLog {
         let mut state = tail.unwrap_or(ReplicaTail {
             complete_end: offset,
         });
+        self.check_continuation(state.complete_end, offset, data)?;
         if tail.is_none() {
             // Until now the log had no ceiling (a master's has none). Dispatch reads the written
             // (or flushed) end first and the ceiling second, so publishing the ceiling before
@@ -112,6 +121,75 @@ impl CommitLog {
         self.replica_ceiling
             .store(state.complete_end, Ordering::Release);
         Ok(new_end)
+    }
+
+    /// Checks that `data`, to be appended at `offset` (the log's end), continues the records that
+    /// start at `from` (the replica tail) or later; see the module docs.
+    fn check_continuation(&self, from: i64, offset: i64, data: &[u8]) -> Result<(), StoreError> {
+        let size = i64::try_from(self.mapped_file_size()).unwrap_or(i64::MAX);
+        let end = offset + i64::try_from(data.len()).unwrap_or(i64::MAX);
+        let header_len = PHYSICAL_OFFSET_POS + 8;
+        let diverged = |at: i64, reason: String| StoreError::Diverged { offset: at, reason };
+        let mut pos = from;
+        while pos < end {
+            let segment_end = pos - pos.rem_euclid(size) + size;
+            if segment_end - pos < i64::try_from(BLANK_ENTRY_LEN).unwrap_or(i64::MAX) {
+                pos = segment_end;
+                continue;
+            }
+            let head = self.bytes_at(pos, header_len, offset, data);
+            let Some(magic) = record::peek_magic(&head) else {
+                break; // Too little of the record so far to judge it.
+            };
+            if magic == BLANK_MAGIC {
+                pos = segment_end;
+                continue;
+            }
+            if magic != MESSAGE_MAGIC_V1 && magic != MESSAGE_MAGIC_V2 {
+                return Err(diverged(
+                    pos,
+                    format!("no record starts there (magic {magic:#010x})"),
+                ));
+            }
+            let total = record::peek_total_size(&head).map_or(0, i64::from);
+            if total < i64::try_from(MIN_RECORD_SIZE).unwrap_or(0) || pos + total > segment_end {
+                return Err(diverged(
+                    pos,
+                    format!("a record of {total} bytes cannot start there"),
+                ));
+            }
+            if let Some(field) = head.get(PHYSICAL_OFFSET_POS..header_len) {
+                let mut raw = [0u8; 8];
+                raw.copy_from_slice(field);
+                let physical = i64::from_be_bytes(raw);
+                if physical != pos {
+                    return Err(diverged(
+                        pos,
+                        format!("the record there was written at offset {physical}"),
+                    ));
+                }
+            }
+            pos += total;
+        }
+        Ok(())
+    }
+
+    /// Up to `len` bytes from `pos` of the log as it will be once `data` is appended at `offset`.
+    fn bytes_at(&self, pos: i64, len: usize, offset: i64, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        if pos < offset
+            && let Some(file) = self.find_file(pos)
+        {
+            let at = usize::try_from(pos - file.file_from_offset()).unwrap_or(usize::MAX);
+            let n = usize::try_from(offset - pos).unwrap_or(0).min(len);
+            out.extend_from_slice(file.read_at(at, n).unwrap_or_default());
+        }
+        let from = usize::try_from(pos.max(offset) - offset).unwrap_or(usize::MAX);
+        let want = len.saturating_sub(out.len());
+        if let Some(rest) = data.get(from..) {
+            out.extend_from_slice(&rest[..want.min(rest.len())]);
+        }
+        out
     }
 
     /// Moves `tail` over the records (and BLANK entries) complete below `end`; returns the
@@ -277,6 +355,49 @@ mod tests {
         assert!(slave.append_raw(end, &too_much).is_err());
         assert_eq!(slave.max_offset(), end);
         assert_eq!(log_bytes(&slave), log_bytes(&master));
+    }
+
+    #[test]
+    fn bytes_of_a_diverged_history_are_refused_and_change_nothing() {
+        let (a, b, s) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let (older, newer, slave) = (log_in(a.path()), log_in(b.path()), log_in(s.path()));
+        for _ in 0..3 {
+            put(&older, 700);
+        }
+        let end = replicate(&older, &slave, 4096);
+        // The newer history (a master that lost its disk) has written past the slave's end,
+        // with no record starting there.
+        while newer.max_offset() < end + 2000 {
+            put(&newer, 333);
+        }
+        let at_end = newer.read_raw(end, SEGMENT).unwrap();
+        let err = slave.append_raw(end, &at_end).expect_err("diverged");
+        assert!(
+            matches!(err, StoreError::Diverged { offset, .. } if offset == end),
+            "{err}"
+        );
+        assert_eq!(log_bytes(&slave), log_bytes(&older));
+        assert_eq!(slave.dispatch_ceiling(), end);
+        // A slave that stopped inside a record: the newer bytes complete it, then fail at the
+        // next record's start.
+        let s2 = tempfile::tempdir().unwrap();
+        let cut_slave = log_in(s2.path());
+        let first = older.read_raw(0, 750).unwrap();
+        assert_eq!(cut_slave.append_raw(0, &first).unwrap(), 750);
+        let rest = newer.read_raw(750, 2000).unwrap();
+        assert!(matches!(
+            cut_slave.append_raw(750, &rest),
+            Err(StoreError::Diverged { .. })
+        ));
+        assert_eq!(cut_slave.max_offset(), 750);
+        // The same history continues fine.
+        let more = older.read_raw(750, SEGMENT).unwrap();
+        assert!(cut_slave.append_raw(750, &more).is_ok());
+        assert_eq!(cut_slave.max_offset(), older.max_offset());
     }
 
     #[test]
