@@ -40,6 +40,11 @@ if [ "$smoke_ok" != yes ]; then
 fi
 rm -rf "$SMOKE_DIR"
 
+disk_free
+echo "== netns fault suite, quick: two replicated broker groups under kill -9, a cut link, a paused master =="
+# Needs root and ip netns; says so and passes where they are missing.
+crates/reliability/netns/run.sh --quick
+
 if [ -x fuzz/smoke.sh ]; then
     disk_free
     echo "== fuzz smoke: a few seconds per protocol decoder target =="

@@ -9,7 +9,8 @@
 #             short durations.
 #   --long    every fault: kill -9 of a master, loss of a master's disk (with the operator's
 #             restore), a cut link (slave, then master) longer than the HA housekeeping interval,
-#             a paused master and a paused slave. Default.
+#             a paused master and a paused slave; each round also runs `comet bench produce`
+#             (200 msg/s on a topic of its own) from the client namespace. Default.
 #   --role    the masters' brokerRole (default SYNC_MASTER, inSyncReplicas 2).
 #   --keep    keep the run directory (logs, ledgers, stores) even when every check passed.
 #   --java    also run the Apache RocketMQ Java client (interop/java, FaultLoad): a Java producer
@@ -89,6 +90,7 @@ else
     ROUTE_REFRESH_MS=30000 # RocketMQ's default
     FAULT_SECS=30          # longer than haHousekeepingInterval (20 s): the HA connection drops
 fi
+BENCH_SECS=45 # long mode: each round also runs comet bench for this long, from the round's start
 
 declare -A IP=([ns1]=10.77.0.11 [ns2]=10.77.0.12 [ma]=10.77.0.21 [sa]=10.77.0.22
     [mb]=10.77.0.31 [sb]=10.77.0.32 [cl]=10.77.0.100)
@@ -232,6 +234,10 @@ start_producer() {
     spawn producer cl "$RELIABILITY_BIN" fault produce --namesrv "$NAMESRV" --topic "$TOPIC" \
         --ledger "$RUN/ledgers/round-$ROUND.ledger" --round "$ROUND" --tasks 4 --pause-ms 2 \
         --route-refresh-ms "$ROUTE_REFRESH_MS"
+    if [[ $MODE == long ]]; then # comet bench beside the checked load, on a topic of its own
+        spawn bench cl "$COMET_BIN" bench produce -n "$NAMESRV" -t FaultBench -p 2 --rate 200 \
+            -d "$BENCH_SECS" --timeout-ms 3000 --json --report-interval 3600
+    fi
     if [[ -n $JAVA_CP ]]; then # id round 100+R: the Java producer's own id space
         java_load producer-java produce "$NAMESRV" "$TOPIC" "$RUN/ledgers/round-$ROUND-java.ledger" \
             "$((100 + ROUND))" 2 "$ROUTE_REFRESH_MS"
@@ -240,6 +246,11 @@ start_producer() {
 stop_producers() {
     stop producer
     stop producer-java
+    if [[ -n ${PIDS[bench]:-} ]]; then # it ends by itself after BENCH_SECS
+        wait "${PIDS[bench]}" 2>/dev/null || true
+        unset "PIDS[bench]"
+        note "round $ROUND: comet bench (FaultBench, 200 msg/s, ${BENCH_SECS} s): $(grep -o '"messages":[0-9]*' "$RUN/bench.log" | tail -1) $(grep -o '"failed":[0-9]*' "$RUN/bench.log" | tail -1)"
+    fi
 }
 
 # --- the cluster --------------------------------------------------------------------------------

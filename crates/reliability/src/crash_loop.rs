@@ -547,21 +547,7 @@ pub(crate) fn audit_acknowledged(
     loss_is_violation: bool,
     guarantee: &str,
 ) -> Result<u64> {
-    let mut newly_lost = Vec::new();
-    for (id, at) in &ledger.acked {
-        if ledger.lost.contains(id) {
-            continue;
-        }
-        match stored.get(id) {
-            Some(found) if found == at => {}
-            Some(found) => {
-                return Err(Error::Violation(format!(
-                    "message {id} acknowledged at {at:?} but stored at {found:?}"
-                )));
-            }
-            None => newly_lost.push(*id),
-        }
-    }
+    let newly_lost = acked_missing(ledger, stored)?;
     if !newly_lost.is_empty() && loss_is_violation {
         return Err(Error::Violation(format!(
             "{guarantee} lost {} acknowledged messages, e.g. {:?}",
@@ -574,6 +560,28 @@ pub(crate) fn audit_acknowledged(
         .keys()
         .filter(|id| !ledger.acked.contains_key(id))
         .count() as u64)
+}
+
+/// The acknowledged messages (not already counted lost) that `stored` lacks, in id order; one
+/// stored elsewhere than its acknowledgement named is a violation.
+pub(crate) fn acked_missing(ledger: &Ledger, stored: &HashMap<u64, Stored>) -> Result<Vec<u64>> {
+    let mut missing = Vec::new();
+    for (id, at) in &ledger.acked {
+        if ledger.lost.contains(id) {
+            continue;
+        }
+        match stored.get(id) {
+            Some(found) if found == at => {}
+            Some(found) => {
+                return Err(Error::Violation(format!(
+                    "message {id} acknowledged at {at:?} but stored at {found:?}"
+                )));
+            }
+            None => missing.push(*id),
+        }
+    }
+    missing.sort_unstable();
+    Ok(missing)
 }
 
 /// [`audit_committed_offset`] for every queue of the broker at `addr`.

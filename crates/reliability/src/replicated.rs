@@ -30,8 +30,8 @@ use comet_remoting::{ClientConfig, RemotingClient};
 use tokio::task::JoinHandle;
 
 use crate::crash_loop::{
-    self, Ledger, QUEUES, SharedLedger, TOPIC, audit_acknowledged, audit_committed_offsets,
-    audit_queues, committed_positions,
+    self, Ledger, QUEUES, SharedLedger, TOPIC, acked_missing, audit_acknowledged,
+    audit_committed_offsets, audit_queues, committed_positions,
 };
 use crate::error::{Error, Result};
 use crate::logs::compare_commit_logs;
@@ -631,24 +631,8 @@ async fn examine_slave_alone(
     let held = audit_queues(&pair.client, &slave, ledger)
         .await
         .map_err(|e| label("slave", e))?;
-    let ledger = ledger.lock();
-    let mut missing = Vec::new();
-    for (id, at) in &ledger.acked {
-        if ledger.lost.contains(id) {
-            continue;
-        }
-        match held.get(id) {
-            Some(found) if found == at => {}
-            Some(found) => {
-                return Err(Error::Violation(format!(
-                    "slave holds message {id} at {found:?}, acknowledged at {at:?}"
-                )));
-            }
-            None => missing.push(*id),
-        }
-    }
+    let missing = acked_missing(&ledger.lock(), &held).map_err(|e| label("slave", e))?;
     if config.mode == ReplicationMode::Sync && !missing.is_empty() {
-        missing.sort_unstable();
         return Err(Error::Violation(format!(
             "SYNC_MASTER: the slave lacks {} acknowledged messages when its master dies, e.g. {:?}",
             missing.len(),

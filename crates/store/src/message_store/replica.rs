@@ -17,6 +17,10 @@ impl MessageStore {
     /// Appends a master's CommitLog bytes at `offset` and returns the new end of the log; the
     /// complete records among them are then flushed per `flushDiskType` and dispatched like
     /// local appends (see [`crate::commit_log::CommitLog::append_raw`] for what is refused).
+    ///
+    /// Dispatch runs on the reput thread, not on the caller's: the caller is a slave's HA
+    /// connection, whose next report to the master (what a SYNC_MASTER's answers wait for)
+    /// should not wait for ConsumeQueue and index writes.
     pub fn append_replicated(&self, offset: i64, data: &[u8]) -> Result<i64, StoreError> {
         if !self.is_running() {
             return Err(StoreError::NotRunning);
@@ -24,7 +28,7 @@ impl MessageStore {
         let end = self.commit_log.append_raw(offset, data)?;
         match self.flusher.mode() {
             FlushDiskType::AsyncFlush => {
-                self.reput.dispatch_now();
+                self.reput.wake();
                 self.flusher.wake_if_needed();
             }
             FlushDiskType::SyncFlush => self.flush_pending(),
