@@ -235,8 +235,8 @@ start_producer() {
         --ledger "$RUN/ledgers/round-$ROUND.ledger" --round "$ROUND" --tasks 4 --pause-ms 2 \
         --route-refresh-ms "$ROUTE_REFRESH_MS"
     if [[ $MODE == long ]]; then # comet bench beside the checked load, on a topic of its own
-        spawn bench cl "$COMET_BIN" bench produce -n "$NAMESRV" -t FaultBench -p 2 --rate 200 \
-            -d "$BENCH_SECS" --timeout-ms 3000 --json --report-interval 3600
+        spawn bench cl "$COMET_BIN" bench produce -n "$NAMESRV" -t FaultBench --no-create -p 2 \
+            --rate 200 -d "$BENCH_SECS" --timeout-ms 3000 --json --report-interval 3600
     fi
     if [[ -n $JAVA_CP ]]; then # id round 100+R: the Java producer's own id space
         java_load producer-java produce "$NAMESRV" "$TOPIC" "$RUN/ledgers/round-$ROUND-java.ledger" \
@@ -268,6 +268,9 @@ start_cluster() {
     for b in sa sb; do start_broker "$b"; done
     for b in sa sb; do wait_broker "$b"; done
     rel setup --namesrv "$NAMESRV" --topic "$TOPIC" --queues "$QUEUES" "${GROUP_ARGS[@]}" --deadline-secs 120
+    if [[ $MODE == long ]]; then # comet bench's topic, known to both groups before its first route
+        rel setup --namesrv "$NAMESRV" --topic FaultBench --queues "$QUEUES" "${GROUP_ARGS[@]}" --deadline-secs 120
+    fi
     spawn consumer cl "$RELIABILITY_BIN" fault consume --namesrv "$NAMESRV" --topic "$TOPIC" \
         --group fault_consumer --deliveries "$RUN/deliveries.txt" --route-refresh-ms "$ROUTE_REFRESH_MS"
     if [[ -n $JAVA_CP ]]; then
