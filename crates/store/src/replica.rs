@@ -174,8 +174,21 @@ impl CommitLog {
         Ok(())
     }
 
-    /// Up to `len` bytes from `pos` of the log as it will be once `data` is appended at `offset`.
-    fn bytes_at(&self, pos: i64, len: usize, offset: i64, data: &[u8]) -> Vec<u8> {
+    /// Up to `len` bytes from `pos` of the log as it will be once `data` is appended at `offset`:
+    /// borrowed from `data` when they all lie in it (nearly every record of a transfer).
+    fn bytes_at<'a>(
+        &self,
+        pos: i64,
+        len: usize,
+        offset: i64,
+        data: &'a [u8],
+    ) -> std::borrow::Cow<'a, [u8]> {
+        if let Some(within) = usize::try_from(pos - offset)
+            .ok()
+            .and_then(|from| data.get(from..from.checked_add(len)?))
+        {
+            return std::borrow::Cow::Borrowed(within);
+        }
         let mut out = Vec::with_capacity(len);
         if pos < offset
             && let Some(file) = self.find_file(pos)
@@ -189,14 +202,15 @@ impl CommitLog {
         if let Some(rest) = data.get(from..) {
             out.extend_from_slice(&rest[..want.min(rest.len())]);
         }
-        out
+        std::borrow::Cow::Owned(out)
     }
 
     /// Moves `tail` over the records (and BLANK entries) complete below `end`; returns the
-    /// store timestamp of the last record it passed.
+    /// store timestamp of the last record it passed (only that one is decoded; should it not
+    /// decode, none, which leaves the segment's timestamp older: recovery then starts earlier).
     fn advance_tail(&self, tail: &mut ReplicaTail, end: i64) -> Option<i64> {
         let blank_len = i64::try_from(BLANK_ENTRY_LEN).unwrap_or(i64::MAX);
-        let mut last_ts = None;
+        let mut last_record = None;
         while tail.complete_end < end {
             let Some(file) = self.find_file(tail.complete_end) else {
                 break;
@@ -228,16 +242,13 @@ impl CommitLog {
             if total > avail {
                 break;
             }
-            if let Some(ts) = file
-                .read_at(pos, total)
-                .and_then(|r| record::decode_record_view(r).ok())
-                .map(|v| v.store_timestamp)
-            {
-                last_ts = Some(ts);
-            }
             tail.complete_end += i64::try_from(total).unwrap_or(i64::MAX);
+            last_record = Some((file, pos, total));
         }
-        last_ts
+        let (file, pos, total) = last_record?;
+        file.read_at(pos, total)
+            .and_then(|r| record::decode_record_view(r).ok())
+            .map(|v| v.store_timestamp)
     }
 
     /// The end of the last complete replicated record: what dispatch may read up to. Without
