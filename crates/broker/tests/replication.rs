@@ -223,7 +223,7 @@ async fn a_slave_refuses_a_master_whose_log_diverged() {
     // The slave's log is longer than the master's: the master drops the connection, and the
     // slave's log stays as it was.
     let ha_slave = Arc::clone(slave.context().replication.slave.as_ref().expect("a slave"));
-    assert!(wait_until(|| async { ha_slave.failed_sessions() >= 1 }).await);
+    assert!(wait_until(|| async { ha_slave.failed_connections() >= 1 }).await);
     assert!(master.ctx().replication.master.acks().acks().is_empty());
     assert_eq!(slave.context().store.max_phy_offset(), other_end);
     slave.shutdown().await.expect("slave stops");
@@ -451,7 +451,7 @@ async fn a_slave_refuses_a_longer_master_whose_log_diverged_from_its_own() {
     // do not continue its records, and its log stays as it was.
     let ha_slave = Arc::clone(slave.context().replication.slave.as_ref().expect("a slave"));
     assert!(
-        wait_until(|| async { ha_slave.failed_sessions() >= 1 }).await,
+        wait_until(|| async { ha_slave.failed_connections() >= 1 }).await,
         "the slave refused the master's bytes"
     );
     assert_eq!(slave.context().store.max_phy_offset(), other_end);

@@ -47,7 +47,7 @@ pub struct HaSlave {
     /// Offset last reported to the master.
     reported: AtomicI64,
     /// Connections that ended in an error.
-    failed_sessions: AtomicU64,
+    failed_connections: AtomicU64,
 }
 
 impl HaSlave {
@@ -65,7 +65,7 @@ impl HaSlave {
             master: watch::Sender::new(pinned_master),
             connected: AtomicBool::new(false),
             reported: AtomicI64::new(-1),
-            failed_sessions: AtomicU64::new(0),
+            failed_connections: AtomicU64::new(0),
         }
     }
 
@@ -99,8 +99,8 @@ impl HaSlave {
     }
 
     /// Connections to the master that ended in an error so far.
-    pub fn failed_sessions(&self) -> u64 {
-        self.failed_sessions.load(Ordering::Acquire)
+    pub fn failed_connections(&self) -> u64 {
+        self.failed_connections.load(Ordering::Acquire)
     }
 
     /// The offset last reported to the master (-1 before the first report).
@@ -132,7 +132,7 @@ impl HaSlave {
             };
             self.connected.store(false, Ordering::Release);
             if outcome.is_err() {
-                self.failed_sessions.fetch_add(1, Ordering::AcqRel);
+                self.failed_connections.fetch_add(1, Ordering::AcqRel);
             }
             match outcome {
                 Err(e @ (HaError::Diverged { .. } | HaError::BadFrame(_) | HaError::Store(_))) => {
