@@ -256,8 +256,10 @@ pub fn scan_records(
                 }
                 break 'files;
             }
-            if cut_by_limit(buf, offset, file_end) {
-                // The rest of the record is beyond `limit`: a later pass reads it whole.
+            if end < readable_end && cut_by_limit(buf, offset, file_end) {
+                // The rest of the record is written but beyond `limit`: a later pass reads it
+                // whole. (One that runs past the written end is judged below: no writer leaves
+                // such a record below its log's end, so it is damage.)
                 break 'files;
             }
             match record::decode_record_view(buf) {
