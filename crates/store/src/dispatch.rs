@@ -616,6 +616,38 @@ mod tests {
         assert_eq!((outcome.next_offset, outcome.records), (end, 1));
     }
 
+    /// A record that runs past the written end of the log is damage, not a record still being
+    /// received: the scan hands it to `on_bad` rather than wait for bytes no writer will add.
+    #[test]
+    fn a_record_running_past_the_written_end_is_judged_damaged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (commit_log, _queues, _reput) = inline_store(dir.path());
+        append_test_message(&commit_log, "Damaged", 0, 100);
+        let first_end = commit_log.max_offset();
+        let mut head = 1000_i32.to_be_bytes().to_vec();
+        head.extend_from_slice(&comet_protocol::message::MESSAGE_MAGIC_V2.to_be_bytes());
+        let last = commit_log
+            .mapped_file_queue()
+            .last_file()
+            .expect("a segment");
+        last.append(&head).expect("append");
+        let end = commit_log.max_offset();
+        assert_eq!(end, first_end + 8);
+        let mut judged = Vec::new();
+        let outcome = scan_records(
+            &commit_log,
+            0,
+            end,
+            |_| {},
+            |offset, _| {
+                judged.push(offset);
+                None
+            },
+        );
+        assert_eq!((outcome.next_offset, outcome.records), (first_end, 1));
+        assert_eq!(judged, vec![first_end]);
+    }
+
     /// A pass that unwinds must not leave the "a dispatcher is running" mark behind: the next
     /// caller dispatches instead of leaving its record to nobody.
     #[test]
