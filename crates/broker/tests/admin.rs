@@ -6,14 +6,17 @@ mod common;
 use comet_broker::BrokerConfig;
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{
-    ConsumeStats, KvTable, ResetOffsetBody, SubscriptionGroupConfig, TopicConfigSerializeWrapper,
-    TopicRouteData, TopicStatsTable, from_fastjson, to_fastjson_bytes,
+    ConsumeStats, ConsumeStatsList, GroupList, KvTable, ProducerConnection, ResetOffsetBody,
+    SubscriptionGroupConfig, TopicConfigSerializeWrapper, TopicRouteData, TopicStatsTable,
+    from_fastjson, to_fastjson_bytes,
 };
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
-    GetConsumeStatsRequestHeader, GetRouteInfoRequestHeader, GetTopicStatsInfoRequestHeader,
-    ResetOffsetRequestHeader, UpdateConsumerOffsetRequestHeader, request_with_header,
+    GetConsumeStatsInBrokerHeader, GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader, GetRouteInfoRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader, ResetOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader, request_with_header,
 };
 use common::*;
 
@@ -358,5 +361,116 @@ async fn get_topic_config_answers_the_java_admin_request() {
 
     let missing = broker.invoke(java_get_topic_config("NoSuchTopic")).await;
     assert_eq!(missing.code, ResponseCode::TopicNotExist.code());
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn who_produces_and_who_consumes_and_every_group_s_progress() {
+    let broker = TestBroker::start().await;
+    let topic = "WhoTopic";
+    let (online, offline) = ("who_online", "who_offline");
+    assert_eq!(broker.invoke(create_topic(topic, 2)).await.code, SUCCESS);
+    for group in [online, offline] {
+        assert_eq!(broker.invoke(create_group(group)).await.code, SUCCESS);
+    }
+    for i in 0..3 {
+        let rsp = broker
+            .invoke(send_v2(topic, 0, format!("m{i}").as_bytes(), &[]))
+            .await;
+        assert_eq!(rsp.code, SUCCESS);
+    }
+    assert!(wait_until(|| async { broker.store().get_max_offset_in_queue(topic, 0) == 3 }).await);
+    let rsp = broker
+        .invoke(heartbeat("who-client@1", online, topic))
+        .await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    assert_eq!(
+        broker.invoke(commit(online, topic, 0, 1)).await.code,
+        SUCCESS
+    );
+    assert_eq!(
+        broker.invoke(commit(offline, topic, 0, 2)).await.code,
+        SUCCESS
+    );
+
+    // GET_PRODUCER_CONNECTION_LIST: the heartbeat's producer group, and an unknown one.
+    let producers = |group: &str| {
+        request_with_header(
+            RequestCode::GetProducerConnectionList,
+            &GetProducerConnectionListRequestHeader {
+                producer_group: group.to_owned(),
+                ..Default::default()
+            },
+        )
+    };
+    let rsp = broker.invoke(producers(PRODUCER_GROUP)).await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    let body: ProducerConnection =
+        from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("producer connections parse");
+    let ids: Vec<&str> = body
+        .connection_set
+        .iter()
+        .map(|c| c.client_id.as_str())
+        .collect();
+    assert_eq!(ids, vec!["who-client@1"]);
+    let rsp = broker.invoke(producers("nobody_produces")).await;
+    assert_eq!(rsp.code, ResponseCode::SystemError.code());
+    assert!(rsp.remark.unwrap_or_default().contains("nobody_produces"));
+
+    // QUERY_TOPIC_CONSUME_BY_WHO: the online group and the offline one with offsets.
+    let rsp = broker
+        .invoke(request_with_header(
+            RequestCode::QueryTopicConsumeByWho,
+            &QueryTopicConsumeByWhoRequestHeader {
+                topic: topic.to_owned(),
+                ..Default::default()
+            },
+        ))
+        .await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    let groups: GroupList = from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("groups");
+    assert_eq!(
+        groups
+            .group_list
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        vec![offline, online]
+    );
+
+    // GET_BROKER_CONSUME_STATS: both groups' lag on the topic, and nothing for orderly topics.
+    let broker_stats = |is_order: bool| {
+        request_with_header(
+            RequestCode::GetBrokerConsumeStats,
+            &GetConsumeStatsInBrokerHeader {
+                is_order,
+                ..Default::default()
+            },
+        )
+    };
+    let rsp = broker.invoke(broker_stats(false)).await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    let list: ConsumeStatsList =
+        from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("consume stats list parses");
+    assert_eq!(list.total_diff, (3 - 1) + (3 - 2));
+    assert_eq!(list.broker_addr, broker.handle().broker_addr());
+    let lag_of = |list: &ConsumeStatsList, group: &str| -> Option<i64> {
+        list.consume_stats_list
+            .iter()
+            .find_map(|m| m.get(group))
+            .map(|stats| stats.iter().map(ConsumeStats::diff_total).sum())
+    };
+    assert_eq!(lag_of(&list, online), Some(2));
+    assert_eq!(lag_of(&list, offline), Some(1));
+    let orderly: ConsumeStatsList = from_fastjson(
+        &broker
+            .invoke(broker_stats(true))
+            .await
+            .body
+            .unwrap_or_default(),
+    )
+    .expect("orderly list parses");
+    assert_eq!(orderly.total_diff, 0);
+    assert_eq!(lag_of(&orderly, online), Some(0));
     broker.shutdown().await;
 }

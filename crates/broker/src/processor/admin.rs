@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{
-    Connection, ConsumeStats, ConsumerConnection, KvTable, MessageQueue, OffsetWrapper,
-    ResetOffsetBody, SubscriptionGroupConfig, TopicConfig, TopicOffset, TopicStatsTable,
-    from_fastjson, perm, to_fastjson_bytes,
+    Connection, ConsumeStats, ConsumerConnection, KvTable, MessageQueue, ResetOffsetBody,
+    SubscriptionGroupConfig, TopicConfig, TopicOffset, TopicStatsTable, from_fastjson, perm,
+    to_fastjson_bytes,
 };
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::command::COMET_VERSION;
@@ -28,6 +28,7 @@ use futures::future::BoxFuture;
 
 use crate::config::MAX_QUEUE_NUMS;
 use crate::context::BrokerContext;
+use crate::processor::admin_clients;
 use crate::processor::{Answer, Rejection, answer, decode_header, error_response, reject};
 use comet_protocol::naming::{validate_group, validate_topic};
 
@@ -77,6 +78,15 @@ impl RequestProcessor for AdminProcessor {
                     json_body(&ctx.subscription_groups.snapshot())
                 }
                 RequestCode::GetBrokerRuntimeInfo => runtime_info(&ctx, boot),
+                RequestCode::GetProducerConnectionList => {
+                    answer(admin_clients::producer_connections(&ctx, &request))
+                }
+                RequestCode::QueryTopicConsumeByWho => {
+                    answer(admin_clients::topic_consume_by_who(&ctx, &request))
+                }
+                RequestCode::GetBrokerConsumeStats => {
+                    answer(admin_clients::broker_consume_stats(&ctx, &request))
+                }
                 RequestCode::GetConsumerConnectionList => {
                     answer(consumer_connections(&ctx, &request))
                 }
@@ -299,29 +309,12 @@ fn consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
         if !has_offsets && !subscribed {
             continue;
         }
-        for queue_id in 0..config.read_queue_nums {
-            let broker_offset = ctx.store.get_max_offset_in_queue(topic, queue_id).max(0);
-            let consumer_offset = ctx
-                .consumer_offsets
-                .query_offset(group, topic, queue_id)
-                .max(0);
-            let last_timestamp = if consumer_offset > 0 {
-                ctx.store
-                    .get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
-                    .max(0)
-            } else {
-                0
-            };
-            stats.offset_table.insert(
-                MessageQueue::new(topic.as_str(), ctx.config.broker_name.clone(), queue_id),
-                OffsetWrapper {
-                    broker_offset,
-                    consumer_offset,
-                    pull_offset: consumer_offset,
-                    last_timestamp,
-                },
-            );
-        }
+        stats.offset_table.extend(admin_clients::queue_offsets(
+            ctx,
+            group,
+            topic,
+            config.read_queue_nums,
+        ));
     }
     Ok(json_body(&stats))
 }

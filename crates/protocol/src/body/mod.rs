@@ -29,8 +29,9 @@ pub use queue::MessageQueue;
 pub use register::RegisterBrokerBody;
 pub use route::{BrokerData, ClusterInfo, QueueData, TopicRouteData};
 pub use stats::{
-    Connection, ConsumeStats, ConsumerConnection, GetConsumerListByGroupResponseBody, KvTable,
-    OffsetWrapper, ProducerConnection, ResetOffsetBody, TopicList, TopicOffset, TopicStatsTable,
+    Connection, ConsumeStats, ConsumeStatsList, ConsumerConnection,
+    GetConsumerListByGroupResponseBody, GroupList, KvTable, OffsetWrapper, ProducerConnection,
+    ResetOffsetBody, TopicList, TopicOffset, TopicStatsTable,
 };
 pub use topic::{
     DataVersion, SubscriptionGroupConfig, TopicConfig, TopicConfigSerializeWrapper,

@@ -143,6 +143,31 @@ pub struct KvTable {
     pub table: HashMap<String, String>,
 }
 
+/// QUERY_TOPIC_CONSUME_BY_WHO body: the groups that consume a topic.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupList {
+    #[serde(default)]
+    pub group_list: BTreeSet<String>,
+}
+
+/// GET_BROKER_CONSUME_STATS body: every subscription group's consume stats on one broker, one
+/// `{group: [stats per topic]}` map per group.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumeStatsList {
+    #[serde(default)]
+    pub consume_stats_list: Vec<HashMap<String, Vec<ConsumeStats>>>,
+    #[serde(default)]
+    pub broker_addr: String,
+    /// Sum of every queue's `brokerOffset - consumerOffset`.
+    #[serde(default)]
+    pub total_diff: i64,
+    /// Sum of every queue's `brokerOffset - pullOffset`.
+    #[serde(default)]
+    pub total_inflight_diff: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -194,6 +194,14 @@ command_header! {
     }
 }
 
+command_header! {
+    /// GET_BROKER_CONSUME_STATS (317): every group's consume stats on the broker; with
+    /// `isOrder`, only the topics marked orderly.
+    pub struct GetConsumeStatsInBrokerHeader [rpc] {
+        req is_order: bool => "isOrder",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
