@@ -92,6 +92,7 @@ impl NameServer {
             config: config.clone(),
             route: Arc::clone(&route),
             kv: Arc::new(kv),
+            order_message_enable: std::sync::atomic::AtomicBool::new(config.order_message_enable),
         });
 
         let server = RemotingServer::bind(config.server_config()).await?;

@@ -7,6 +7,7 @@
 //! | [`topic`] | topic lists (all, by cluster, system, unit), DELETE/REGISTER_TOPIC_IN_NAMESRV |
 //! | [`cluster`] | GET_BROKER_CLUSTER_INFO |
 //! | [`kv_config`] | PUT/GET/DELETE_KV_CONFIG, GET_KVLIST_BY_NAMESPACE |
+//! | [`config`] | GET/UPDATE_NAMESRV_CONFIG |
 //!
 //! Every handler is written as `fn(..) -> Reply`, where `Err` carries an error response already
 //! built; `?` then turns a bad header into an answer instead of a dropped connection. Header
@@ -17,6 +18,7 @@
 //! transport.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::to_fastjson_bytes;
@@ -33,6 +35,7 @@ use crate::route_info::RouteInfoManager;
 
 pub(crate) mod broker;
 pub(crate) mod cluster;
+pub(crate) mod config;
 pub(crate) mod kv_config;
 pub(crate) mod route;
 pub(crate) mod topic;
@@ -42,6 +45,8 @@ pub(crate) struct NamesrvContext {
     pub(crate) config: NamesrvConfig,
     pub(crate) route: Arc<RouteInfoManager>,
     pub(crate) kv: Arc<KvConfigManager>,
+    /// `orderMessageEnable`, which UPDATE_NAMESRV_CONFIG may change while running.
+    pub(crate) order_message_enable: AtomicBool,
 }
 
 /// A handler's outcome: the response, or the error code and remark to answer with.
@@ -71,6 +76,7 @@ pub(crate) fn register_processors(server: &RemotingServer, ctx: &Arc<NamesrvCont
         kv_config::CODES,
         kv_config::KvConfigProcessor::new(ctx),
     );
+    register(server, config::CODES, config::ConfigProcessor::new(ctx));
 }
 
 fn register(server: &RemotingServer, codes: &[RequestCode], processor: impl RequestProcessor) {
@@ -155,6 +161,7 @@ pub(crate) mod test_support {
         let ctx = NamesrvContext {
             route: Arc::new(RouteInfoManager::new(config.broker_expiry_millis())),
             kv: Arc::new(kv),
+            order_message_enable: std::sync::atomic::AtomicBool::new(config.order_message_enable),
             config,
         };
         (Arc::new(ctx), dir)

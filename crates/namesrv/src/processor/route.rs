@@ -59,7 +59,10 @@ pub(crate) fn route_by_topic(ctx: &NamesrvContext, request: &RemotingCommand) ->
             ),
         ));
     };
-    if ctx.config.order_message_enable {
+    if ctx
+        .order_message_enable
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
         route.order_topic_conf = ctx.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, &header.topic);
     }
     let standard =
