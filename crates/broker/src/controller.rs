@@ -27,7 +27,7 @@ use thiserror::Error;
 use tokio::task::JoinHandle;
 
 use crate::client::{ClientHousekeeping, ConsumerManager, ProducerManager};
-use crate::config::{BrokerConfig, ConfigError};
+use crate::config::{BrokerConfig, ConfigError, MetricsExporterType};
 use crate::context::BrokerContext;
 use crate::ha::Replication;
 use crate::long_polling::{NotifyMessageArrivingListener, PullRequestHoldService};
@@ -58,6 +58,8 @@ pub enum BrokerError {
     Join(String),
     #[error("cannot listen for slaves on {0}: {1}")]
     HaListen(SocketAddr, std::io::Error),
+    #[error("cannot serve metrics on {0} (metricsPromExporterHost/metricsPromExporterPort): {1}")]
+    MetricsListen(SocketAddr, std::io::Error),
 }
 
 /// Starts brokers; see [`BrokerController::start`].
@@ -104,6 +106,7 @@ impl BrokerController {
             server,
             fast,
             ha_listener,
+            metrics_listener,
         } = opened;
         let ha_port = replication.master.local_addr().map_or(0, |a| a.port());
         let ctx = build_context(
@@ -120,6 +123,11 @@ impl BrokerController {
         }
         let mut tasks = start_services(&ctx, transactions, acl.as_ref());
         tasks.extend(replication.start(ha_listener, &store, &ctx.shutdown));
+        let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+        if let Some(listener) = metrics_listener {
+            tracing::info!(addr = ?metrics_addr, "metrics endpoint listening at /metrics");
+            tasks.push(crate::metrics::serve(listener, &ctx));
+        }
 
         let server = server.start();
         let fast = fast.map(RemotingServer::start);
@@ -137,6 +145,7 @@ impl BrokerController {
             tasks,
             identity,
             local_addr,
+            metrics_addr,
         };
         handle.register_now().await;
         let registration = spawn_registration_task(&handle.ctx, handle.identity.clone());
@@ -181,6 +190,8 @@ struct Opened {
     /// The fast (VIP) listener, `listenPort - 2`, where there is room for one.
     fast: Option<RemotingServer>,
     ha_listener: tokio::net::TcpListener,
+    /// The metrics endpoint, with `metricsExporterType=PROM`.
+    metrics_listener: Option<tokio::net::TcpListener>,
 }
 
 /// Loads the metadata tables and the ACL, and binds the listeners (main, fast, HA) with the ACL
@@ -218,12 +229,22 @@ async fn open_tables_and_bind(
         .bind(config.ha_listen_addr())
         .await
         .map_err(|e| BrokerError::HaListen(config.ha_listen_addr(), e))?;
+    let metrics_listener = if config.metrics_exporter_type == MetricsExporterType::Prom {
+        let addr = config.metrics_listen_addr();
+        let listener = crate::metrics::bind(addr)
+            .await
+            .map_err(|e| BrokerError::MetricsListen(addr, e))?;
+        Some(listener)
+    } else {
+        None
+    };
     Ok(Opened {
         tables,
         acl,
         server,
         fast,
         ha_listener,
+        metrics_listener,
     })
 }
 
@@ -422,6 +443,7 @@ pub struct BrokerHandle {
     tasks: Vec<JoinHandle<()>>,
     identity: BrokerIdentity,
     local_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for BrokerHandle {
@@ -453,6 +475,11 @@ impl BrokerHandle {
     /// The address the listener is bound to (the real port when `listenPort` was 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `/metrics` is served, with `metricsExporterType=PROM`.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// `brokerIP1:port`, the address announced to name servers and written in message ids.

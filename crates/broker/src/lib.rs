@@ -24,6 +24,7 @@ pub mod client;
 pub mod filter;
 pub mod ha;
 pub mod long_polling;
+pub mod metrics;
 pub mod rebalance_lock;
 
 pub use config::{BrokerConfig, ConfigError, ParsedConfig};

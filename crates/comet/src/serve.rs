@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use comet_broker::BrokerConfig;
+use comet_broker::config::MetricsExporterType;
 use comet_namesrv::NamesrvConfig;
 use comet_remoting::{TlsConfig, TlsMode};
 
@@ -27,16 +28,23 @@ pub struct ServeArgs {
     #[arg(long, default_value_os_t = crate::default_data_dir(), env = "COMET_DATA_DIR")]
     pub data_dir: PathBuf,
     /// Once both servers accept connections, write `{"namesrv":"ip:port","broker":"ip:port"}` here
-    /// (atomically). Lets scripts and tests use port 0 and learn the real ports.
+    /// (atomically), with `"metrics":"ip:port"` when the metrics endpoint is on. Lets scripts and
+    /// tests use port 0 and learn the real ports.
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,
     #[command(flatten)]
     pub broker: BrokerArgs,
 }
 
-fn write_ready_file(path: &std::path::Path, namesrv: SocketAddr, broker: SocketAddr) -> Result<()> {
+fn write_ready_file(
+    path: &std::path::Path,
+    namesrv: SocketAddr,
+    broker: SocketAddr,
+    metrics: Option<SocketAddr>,
+) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    let text = format!("{{\"namesrv\":\"{namesrv}\",\"broker\":\"{broker}\"}}\n");
+    let metrics = metrics.map_or_else(String::new, |m| format!(",\"metrics\":\"{m}\""));
+    let text = format!("{{\"namesrv\":\"{namesrv}\",\"broker\":\"{broker}\"{metrics}}}\n");
     std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
@@ -51,6 +59,14 @@ fn base_config(args: &ServeArgs) -> BrokerConfig {
         listen_port: args.broker_listen.port(),
         broker_ip1: (!args.broker_listen.ip().is_unspecified()).then(|| args.broker_listen.ip()),
         store_path_root_dir: args.data_dir.join("store"),
+        // Metrics are on, on loopback, unless a layer says otherwise; with an ephemeral broker
+        // port the metrics port is ephemeral too, so several instances can share a host.
+        metrics_exporter_type: MetricsExporterType::Prom,
+        metrics_prom_exporter_port: if args.broker_listen.port() == 0 {
+            0
+        } else {
+            BrokerConfig::default().metrics_prom_exporter_port
+        },
         ..BrokerConfig::default()
     }
 }
@@ -93,7 +109,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         namesrv.local_addr()
     );
     if let Some(path) = &args.ready_file {
-        write_ready_file(path, namesrv.local_addr(), broker.local_addr())?;
+        write_ready_file(
+            path,
+            namesrv.local_addr(),
+            broker.local_addr(),
+            broker.metrics_addr(),
+        )?;
     }
     crate::wait_for_signal().await?;
     tracing::info!("shutting down");
@@ -142,5 +163,33 @@ mod tests {
         };
         let broker = crate::broker::resolve(base_config(&plain), &plain.broker).unwrap();
         assert_eq!(namesrv_config(&plain, &broker).tls, None);
+    }
+
+    #[test]
+    fn metrics_are_on_by_default_and_ephemeral_with_an_ephemeral_broker() {
+        let args = |listen: &str, overrides: Vec<String>| ServeArgs {
+            namesrv_listen: "127.0.0.1:0".to_owned(),
+            broker_listen: listen.parse().expect("literal address"),
+            data_dir: PathBuf::from("/tmp/comet-serve-test"),
+            ready_file: None,
+            broker: BrokerArgs {
+                overrides,
+                ..BrokerArgs::default()
+            },
+        };
+        let resolve = |a: &ServeArgs| crate::broker::resolve(base_config(a), &a.broker).unwrap();
+        let fixed = resolve(&args("127.0.0.1:10911", vec![]));
+        assert_eq!(fixed.metrics_exporter_type, MetricsExporterType::Prom);
+        assert_eq!(
+            fixed.metrics_listen_addr(),
+            SocketAddr::from(([127, 0, 0, 1], 5557))
+        );
+        let ephemeral = resolve(&args("127.0.0.1:0", vec![]));
+        assert_eq!(ephemeral.metrics_prom_exporter_port, 0);
+        let off = resolve(&args(
+            "127.0.0.1:0",
+            vec!["metricsExporterType=DISABLE".to_owned()],
+        ));
+        assert_eq!(off.metrics_exporter_type, MetricsExporterType::Disable);
     }
 }

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod message;
 pub mod naming;
 pub mod time;
+pub mod version;
 
 pub use command::{ExtFields, LanguageCode, RemotingCommand, ResponseHold, SerializeType};
 pub use error::ProtocolError;

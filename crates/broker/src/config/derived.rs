@@ -214,3 +214,49 @@ pub fn first_non_loopback_ipv4() -> Option<Ipv4Addr> {
     unsafe { libc::freeifaddrs(head) };
     found
 }
+
+/// Labels every metric carries already; `metricsLabel` may not set them.
+pub const RESERVED_METRIC_LABELS: &[&str] = &["cluster", "node_type", "node_id"];
+
+impl BrokerConfig {
+    /// The `metricsLabel` pairs, checked: each `key:value`, the key a Prometheus label name
+    /// (`[a-zA-Z_][a-zA-Z0-9_]*`, not starting with `__`) that no other pair and no built-in
+    /// label uses.
+    pub fn metrics_labels(&self) -> Result<Vec<(String, String)>, String> {
+        let mut labels: Vec<(String, String)> = Vec::new();
+        for pair in self
+            .metrics_label
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            let Some((key, value)) = pair.split_once(':') else {
+                return Err(format!("{pair:?} is not key:value"));
+            };
+            let key = key.trim();
+            let mut chars = key.chars();
+            let first_ok = chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+            if !first_ok
+                || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+                || key.starts_with("__")
+            {
+                return Err(format!("{key:?} is not a Prometheus label name"));
+            }
+            if RESERVED_METRIC_LABELS.contains(&key) || labels.iter().any(|(k, _)| k == key) {
+                return Err(format!("label {key:?} is set twice"));
+            }
+            labels.push((key.to_owned(), value.trim().to_owned()));
+        }
+        Ok(labels)
+    }
+
+    /// Where the metrics endpoint listens.
+    pub fn metrics_listen_addr(&self) -> SocketAddr {
+        let ip = self
+            .metrics_prom_exporter_host
+            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        SocketAddr::new(ip, self.metrics_prom_exporter_port)
+    }
+}

@@ -28,7 +28,7 @@ mod values;
 
 pub use derived::first_non_loopback_ipv4;
 pub use properties::ParsedConfig;
-pub use values::{BrokerRole, ConfigValue};
+pub use values::{BrokerRole, ConfigValue, MetricsExporterType};
 
 /// Default RocketMQ cluster name.
 pub const DEFAULT_CLUSTER_NAME: &str = "DefaultCluster";
@@ -314,6 +314,18 @@ broker_config! {
     region_id: String = comet_protocol::headers::DEFAULT_MSG_REGION.to_owned() => "regionId" - Apache,
     /// The TRACE_ON announced in send responses.
     trace_on: bool = true => "traceOn" - Apache,
+    /// `PROM` serves metrics in the Prometheus text format at
+    /// `http://<metricsPromExporterHost>:<metricsPromExporterPort>/metrics`; `DISABLE` serves
+    /// none. Apache's `OTLP_GRPC` and `LOG` exporters are not available. `comet serve` turns
+    /// `PROM` on unless this key is set.
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType::Disable => "metricsExporterType" - Apache,
+    /// IP the metrics endpoint binds; empty means 127.0.0.1 (Apache falls back to `brokerIP1`:
+    /// Comet keeps metrics on loopback unless told otherwise).
+    metrics_prom_exporter_host: Option<IpAddr> = None => "metricsPromExporterHost" - Apache,
+    /// Port of the metrics endpoint; 0 picks an ephemeral port.
+    metrics_prom_exporter_port: u16 = 5557 => "metricsPromExporterPort" - Apache,
+    /// Extra labels on every metric, `key:value` pairs separated by commas.
+    metrics_label: String = String::new() => "metricsLabel" - Apache,
     /// Check every request against `plain_acl.yml` (ACL 1.0).
     acl_enable: bool = false => "aclEnable" - Apache,
     /// The `plain_acl.yml` to use; empty means `$ROCKETMQ_HOME/conf/plain_acl.yml`. Reloaded

@@ -15,7 +15,16 @@ impl BrokerConfig {
         self.validate_identity()?;
         self.validate_periods()?;
         self.validate_store()?;
+        self.validate_metrics()?;
         self.validate_tls()
+    }
+
+    /// The metric labels parse.
+    fn validate_metrics(&self) -> Result<(), ConfigError> {
+        match self.metrics_labels() {
+            Ok(_) => Ok(()),
+            Err(reason) => invalid("metricsLabel", reason),
+        }
     }
 
     /// Names, role, topic defaults and limits.

@@ -142,7 +142,8 @@ impl ConfigValue for FlushDiskType {
     }
 }
 
-/// `brokerRole`. Comet brokers are masters; a slave role is refused by validation.
+/// `brokerRole`: a master that answers before (`ASYNC_MASTER`) or after (`SYNC_MASTER`) its
+/// slaves hold a message, or a slave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BrokerRole {
     #[default]
@@ -166,6 +167,34 @@ impl ConfigValue for BrokerRole {
             BrokerRole::AsyncMaster => "ASYNC_MASTER",
             BrokerRole::SyncMaster => "SYNC_MASTER",
             BrokerRole::Slave => "SLAVE",
+        }
+        .to_owned()
+    }
+}
+
+/// `metricsExporterType`: how the broker publishes its metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MetricsExporterType {
+    /// No metrics endpoint.
+    #[default]
+    Disable,
+    /// An HTTP endpoint serving the Prometheus text format.
+    Prom,
+}
+
+impl ConfigValue for MetricsExporterType {
+    const EXPECTED: &'static str = "DISABLE or PROM (OTLP_GRPC and LOG are not available)";
+    fn parse_value(raw: &str) -> Option<Self> {
+        match raw {
+            "DISABLE" => Some(MetricsExporterType::Disable),
+            "PROM" => Some(MetricsExporterType::Prom),
+            _ => None,
+        }
+    }
+    fn render(&self) -> String {
+        match self {
+            MetricsExporterType::Disable => "DISABLE",
+            MetricsExporterType::Prom => "PROM",
         }
         .to_owned()
     }

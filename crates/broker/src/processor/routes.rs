@@ -147,6 +147,6 @@ mod tests {
                 assert!(seen.insert(code.code()), "{code:?} routed twice");
             }
         }
-        assert_eq!(seen.len(), 40);
+        assert_eq!(seen.len(), 43);
     }
 }

@@ -1,0 +1,420 @@
+//! Figures read at scrape time: metadata counts, connections, consumer lag from the stored
+//! offsets, storage, and the store's own running counters.
+//!
+//! Lag differs from Apache's in two ways a user sees. It is computed for every subscription group
+//! on every topic it has an online subscription to *or* a committed offset on, so it keeps
+//! growing while the group's consumers are offline (Apache's stops at the last value the online
+//! consumers left). And the lag latency is the age of the oldest unconsumed message over the
+//! queues that have one; a queue already caught up does not pull it to zero.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Error as FmtError;
+use std::sync::{Arc, Weak};
+
+use comet_protocol::body::{ConsumeType, perm};
+use comet_protocol::naming::{RETRY_GROUP_TOPIC_PREFIX, is_retry_topic};
+use comet_protocol::time::now_millis;
+use comet_protocol::version::version_name;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Unit;
+
+use crate::context::BrokerContext;
+
+/// Labels of one series, beyond the registry's constant ones.
+type Labels = Vec<(&'static str, String)>;
+
+/// Prefix of the system consumer groups (`CID_RMQ_SYS_`), compared case-insensitively.
+const SYSTEM_GROUP_PREFIX: &str = "cid_rmq_sys_";
+/// Prefix of the system topics (`rmq_sys_`).
+const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+
+/// The collector behind `/metrics`. Holds the broker weakly: a scrape after shutdown finds
+/// nothing to report.
+#[derive(Debug)]
+pub struct BrokerCollector {
+    ctx: Weak<BrokerContext>,
+}
+
+impl BrokerCollector {
+    pub fn new(ctx: Weak<BrokerContext>) -> Self {
+        BrokerCollector { ctx }
+    }
+}
+
+impl Collector for BrokerCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), FmtError> {
+        let Some(ctx) = self.ctx.upgrade() else {
+            return Ok(());
+        };
+        encode_metadata(&ctx, &mut encoder)?;
+        encode_connections(&ctx, &mut encoder)?;
+        encode_lag(&ctx, &mut encoder)?;
+        encode_storage(&ctx, &mut encoder)?;
+        encode_comet(&ctx, &mut encoder)
+    }
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    rows: &[(Labels, i64)],
+) -> Result<(), FmtError> {
+    let mut metric = encoder.encode_descriptor(name, help, unit.as_ref(), MetricType::Gauge)?;
+    for (labels, value) in rows {
+        ConstGauge::new(*value).encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// A counter; the encoder adds the `_total` suffix to `name`.
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), FmtError> {
+    let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    ConstCounter::new(value).encode(metric)
+}
+
+fn one(value: i64) -> [(Labels, i64); 1] {
+    [(Vec::new(), value)]
+}
+
+fn is_system_group(group: &str) -> bool {
+    group.to_ascii_lowercase().starts_with(SYSTEM_GROUP_PREFIX)
+}
+
+fn is_system_topic(ctx: &BrokerContext, topic: &str) -> bool {
+    ctx.topic_config.is_system_topic(topic) || topic.starts_with(SYSTEM_TOPIC_PREFIX)
+}
+
+/// A client's version as Apache labels it (`v4_9_8`).
+fn version_label(ordinal: i32) -> String {
+    version_name(ordinal).map_or_else(|| ordinal.to_string(), str::to_ascii_lowercase)
+}
+
+fn encode_metadata(ctx: &BrokerContext, encoder: &mut DescriptorEncoder) -> Result<(), FmtError> {
+    gauge(
+        encoder,
+        "rocketmq_broker_permission",
+        "Broker permission",
+        None,
+        &one(i64::from(ctx.config.broker_permission)),
+    )?;
+    gauge(
+        encoder,
+        "rocketmq_topic_number",
+        "Active topic number",
+        None,
+        &one(ctx.topic_config.len() as i64),
+    )?;
+    gauge(
+        encoder,
+        "rocketmq_consumer_group_number",
+        "Active subscription group number",
+        None,
+        &one(ctx.subscription_groups.all().len() as i64),
+    )
+}
+
+fn encode_connections(
+    ctx: &BrokerContext,
+    encoder: &mut DescriptorEncoder,
+) -> Result<(), FmtError> {
+    let mut producers: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for group in ctx.producers.groups() {
+        for info in ctx.producers.group_channels(&group) {
+            let key = (
+                info.language.name().to_ascii_lowercase(),
+                version_label(info.version),
+            );
+            *producers.entry(key).or_default() += 1;
+        }
+    }
+    let rows: Vec<(Labels, i64)> = producers
+        .into_iter()
+        .map(|((language, version), n)| {
+            let labels = vec![
+                ("language", language),
+                ("version", version),
+                ("protocol_type", "remoting".to_owned()),
+            ];
+            (labels, n)
+        })
+        .collect();
+    gauge(
+        encoder,
+        "rocketmq_producer_connections",
+        "Producer connections",
+        None,
+        &rows,
+    )?;
+
+    let mut consumers: BTreeMap<(String, String, String, &'static str), i64> = BTreeMap::new();
+    for group in ctx.consumers.groups() {
+        let Some(info) = ctx.consumers.group_info(&group) else {
+            continue;
+        };
+        let mode = match info.consume_type {
+            ConsumeType::ConsumeActively => "pull",
+            ConsumeType::ConsumePassively => "push",
+            ConsumeType::ConsumePop => "pop",
+        };
+        for c in info.channels() {
+            let key = (
+                group.clone(),
+                c.language.name().to_ascii_lowercase(),
+                version_label(c.version),
+                mode,
+            );
+            *consumers.entry(key).or_default() += 1;
+        }
+    }
+    let rows: Vec<(Labels, i64)> = consumers
+        .into_iter()
+        .map(|((group, language, version, mode), n)| {
+            let system = is_system_group(&group).to_string();
+            let labels = vec![
+                ("consumer_group", group),
+                ("language", language),
+                ("version", version),
+                ("consume_mode", mode.to_owned()),
+                ("protocol_type", "remoting".to_owned()),
+                ("is_system", system),
+            ];
+            (labels, n)
+        })
+        .collect();
+    gauge(
+        encoder,
+        "rocketmq_consumer_connections",
+        "Consumer connections",
+        None,
+        &rows,
+    )
+}
+
+/// One group's backlog on one topic: messages not yet consumed, and the store time of the oldest
+/// of them (0 when there is none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lag {
+    pub messages: i64,
+    pub oldest_store_timestamp_ms: i64,
+}
+
+/// The backlog of `group` on `topic` from the committed offsets: per queue, the queue's end
+/// minus the committed offset (a queue without one counts as caught up, as a new group starts at
+/// the end).
+pub fn lag_of(ctx: &BrokerContext, group: &str, topic: &str, queues: i32) -> Lag {
+    let mut lag = Lag::default();
+    for queue_id in 0..queues {
+        let end = ctx.store.get_max_offset_in_queue(topic, queue_id).max(0);
+        let committed = ctx.consumer_offsets.query_offset(group, topic, queue_id);
+        let committed = if committed < 0 {
+            end
+        } else {
+            committed.min(end)
+        };
+        let behind = end - committed;
+        if behind <= 0 {
+            continue;
+        }
+        lag.messages += behind;
+        let stored = ctx
+            .store
+            .get_message_store_timestamp(topic, queue_id, committed);
+        if stored > 0
+            && (lag.oldest_store_timestamp_ms == 0 || stored < lag.oldest_store_timestamp_ms)
+        {
+            lag.oldest_store_timestamp_ms = stored;
+        }
+    }
+    lag
+}
+
+/// The topics whose lag is reported for `group`: its online subscriptions and the topics it has
+/// offsets on, without retry topics.
+fn lag_topics(ctx: &BrokerContext, group: &str) -> BTreeSet<String> {
+    let mut topics: BTreeSet<String> = ctx
+        .consumer_offsets
+        .topics_of_group(group)
+        .into_iter()
+        .collect();
+    if let Some(info) = ctx.consumers.group_info(group) {
+        topics.extend(info.subscriptions().keys().cloned());
+    }
+    topics.retain(|t| !is_retry_topic(t) && !t.starts_with(RETRY_GROUP_TOPIC_PREFIX));
+    topics
+}
+
+fn encode_lag(ctx: &BrokerContext, encoder: &mut DescriptorEncoder) -> Result<(), FmtError> {
+    let now = now_millis();
+    let broker_perm = ctx.config.broker_permission;
+    let mut messages = Vec::new();
+    let mut latency = Vec::new();
+    for group in ctx
+        .subscription_groups
+        .all()
+        .into_iter()
+        .map(|g| g.group_name)
+    {
+        for topic in lag_topics(ctx, &group) {
+            let Some(config) = ctx.topic_config.select(&topic) else {
+                continue;
+            };
+            let topic_perm = config.perm & broker_perm;
+            if !perm::is_readable(topic_perm) && !perm::is_writeable(topic_perm) {
+                continue;
+            }
+            let lag = lag_of(ctx, &group, &topic, config.write_queue_nums);
+            let system = (is_system_group(&group) || is_system_topic(ctx, &topic)).to_string();
+            let labels: Labels = vec![
+                ("consumer_group", group.clone()),
+                ("topic", topic),
+                ("is_retry", "false".to_owned()),
+                ("is_system", system),
+            ];
+            let age = if lag.oldest_store_timestamp_ms > 0 {
+                (now - lag.oldest_store_timestamp_ms).max(0)
+            } else {
+                0
+            };
+            messages.push((labels.clone(), lag.messages));
+            latency.push((labels, age));
+        }
+    }
+    gauge(
+        encoder,
+        "rocketmq_consumer_lag_messages",
+        "Consumer lag messages",
+        None,
+        &messages,
+    )?;
+    gauge(
+        encoder,
+        "rocketmq_consumer_lag_latency",
+        "Consumer lag time",
+        Some(Unit::Other("milliseconds".to_owned())),
+        &latency,
+    )
+}
+
+fn encode_storage(ctx: &BrokerContext, encoder: &mut DescriptorEncoder) -> Result<(), FmtError> {
+    let storage: Labels = vec![
+        ("storage_type", "local".to_owned()),
+        ("storage_medium", "disk".to_owned()),
+    ];
+    let stats = ctx.store.stats();
+    let used = comet_store::cleanup::disk_usage(&ctx.config.store_path_root_dir)
+        .map(|d| d.total_bytes.saturating_sub(d.free_bytes))
+        .ok();
+    let size_rows: Vec<(Labels, i64)> = used
+        .map(|u| (storage.clone(), i64::try_from(u).unwrap_or(i64::MAX)))
+        .into_iter()
+        .collect();
+    gauge(
+        encoder,
+        "rocketmq_storage_size",
+        "Broker storage size",
+        Some(Unit::Bytes),
+        &size_rows,
+    )?;
+    let flush_behind = (stats.commit_log_max_offset - stats.commit_log_flushed_offset).max(0);
+    gauge(
+        encoder,
+        "rocketmq_storage_flush_behind",
+        "Broker flush behind bytes",
+        Some(Unit::Bytes),
+        &[(storage.clone(), flush_behind)],
+    )?;
+    gauge(
+        encoder,
+        "rocketmq_storage_dispatch_behind",
+        "Broker dispatch behind bytes",
+        Some(Unit::Bytes),
+        &[(storage.clone(), stats.dispatch_behind_bytes.max(0))],
+    )?;
+    let oldest = ctx
+        .store
+        .lookup_message_by_offset(stats.commit_log_min_offset)
+        .map(|m| m.store_timestamp)
+        .filter(|t| *t > 0);
+    let reserve: Vec<(Labels, i64)> = oldest
+        .map(|t| (storage, (now_millis() - t).max(0)))
+        .into_iter()
+        .collect();
+    gauge(
+        encoder,
+        "rocketmq_storage_message_reserve_time",
+        "Broker message reserve time",
+        Some(Unit::Other("milliseconds".to_owned())),
+        &reserve,
+    )
+}
+
+fn encode_comet(ctx: &Arc<BrokerContext>, encoder: &mut DescriptorEncoder) -> Result<(), FmtError> {
+    let s = ctx.store.stats();
+    counter(
+        encoder,
+        "comet_store_put_messages",
+        "Messages appended to the CommitLog",
+        s.put_message_times_total,
+    )?;
+    counter(
+        encoder,
+        "comet_store_put_bytes",
+        "Bytes appended to the CommitLog",
+        s.put_message_size_total,
+    )?;
+    counter(
+        encoder,
+        "comet_store_put_failures",
+        "Appends refused by the store",
+        s.put_message_failed_times,
+    )?;
+    counter(
+        encoder,
+        "comet_store_flush_timeouts",
+        "SYNC_FLUSH appends answered before their flush completed",
+        s.put_message_flush_timeouts,
+    )?;
+    counter(
+        encoder,
+        "comet_store_get_found",
+        "Reads that found messages",
+        s.get_message_times_found,
+    )?;
+    counter(
+        encoder,
+        "comet_store_get_miss",
+        "Reads that found none",
+        s.get_message_times_miss,
+    )?;
+    counter(
+        encoder,
+        "comet_store_dispatched_records",
+        "Records dispatched to ConsumeQueues and the index",
+        s.dispatched_records,
+    )?;
+    gauge(
+        encoder,
+        "comet_pull_held_requests",
+        "Pulls held by long polling",
+        None,
+        &one(ctx.pull_hold.held_count() as i64),
+    )?;
+    gauge(
+        encoder,
+        "comet_ha_slaves",
+        "Slaves replicating from this broker",
+        None,
+        &one(ctx.replication.master.slaves().len() as i64),
+    )
+}
