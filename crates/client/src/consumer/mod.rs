@@ -18,6 +18,7 @@
 //! consumers).
 
 pub mod flow_control;
+pub mod listener_fn;
 pub mod lite;
 pub mod offset_store;
 pub mod process_queue;
@@ -36,6 +37,8 @@ pub use comet_protocol::body::{
     ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue, SubscriptionData,
 };
 pub use comet_protocol::message::MessageExt;
+
+pub use listener_fn::{ConcurrentlyReply, OrderlyReply, concurrently_async_fn, orderly_async_fn};
 
 /// What a concurrently consuming listener says about a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -26,12 +26,14 @@
 //! publish info and picks queues (steps 3–4), `send.rs` sends with retries (step 5) and
 //! `validate.rs` holds the topic and group name rules.
 
+mod builder;
 pub mod fault;
 mod prepare;
 mod queue_selection;
 pub mod selector;
 mod send;
 pub mod transaction;
+mod transaction_listener;
 mod validate;
 
 use std::collections::HashMap;
@@ -54,6 +56,7 @@ use crate::error::{ClientError, Result};
 use crate::instance::{MQClientInstance, MQClientManager, MQProducerInner, ServiceState};
 use crate::message::Message;
 use crate::route::TopicPublishInfo;
+pub use builder::{ProducerBuilder, TransactionProducerBuilder};
 pub use fault::LatencyFaultTolerance;
 use queue_selection::placeholder;
 pub use selector::{
@@ -63,6 +66,7 @@ use send::{expect_result, remaining};
 pub use transaction::{
     LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
 };
+pub use transaction_listener::AsyncTransactionListener;
 pub use validate::{check_group, check_topic};
 
 /// `sendMsgTimeout`: the whole send, retries included.

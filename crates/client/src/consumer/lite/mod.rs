@@ -55,12 +55,15 @@ use crate::consumer::{ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, 
 use crate::instance::ServiceState;
 
 mod assignment;
+mod builder;
 mod commit;
 mod consumer_inner;
 mod lifecycle;
 mod poll;
 mod pull_loop;
 mod seek;
+
+pub use builder::LitePullConsumerBuilder;
 
 /// Messages asked for per pull (Java `pullBatchSize`).
 pub const DEFAULT_PULL_BATCH_SIZE: i32 = 10;

@@ -41,6 +41,9 @@ use crate::error::{ClientError, Result};
 use crate::instance::{MQClientInstance, MQClientManager, MQConsumerInner, ServiceState};
 use crate::route::subscribe_queues;
 
+mod builder;
+pub use builder::PullConsumerBuilder;
+
 /// How long the broker may hold a blocking pull when nothing is there (Java
 /// `brokerSuspendMaxTimeMillis`).
 pub const DEFAULT_BROKER_SUSPEND_MAX_TIME: Duration = Duration::from_secs(20);

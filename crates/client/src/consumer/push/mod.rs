@@ -42,6 +42,7 @@ use crate::consumer::{
 use crate::error::ClientError;
 use crate::instance::{MQClientInstance, ServiceState};
 
+mod builder;
 pub mod concurrently;
 mod config;
 mod consumer_inner;
@@ -55,6 +56,7 @@ mod rebalance_push;
 mod send_back;
 pub mod stats;
 
+pub use builder::PushConsumerBuilder;
 pub use concurrently::ConsumeMessageConcurrentlyService;
 pub use config::{
     DEFAULT_MAX_RECONSUME_TIMES, MAX_BATCH_SIZE, MAX_CONSUME_THREADS, MAX_PULL_BATCH_SIZE,
