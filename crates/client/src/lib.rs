@@ -44,7 +44,7 @@
 //!
 //! **Producers.** [`DefaultMQProducer`] sends synchronously (with retries on another broker),
 //! asynchronously, one-way, in batches, to a chosen queue or through a
-//! [`MessageQueueSelector`](producer::MessageQueueSelector). [`TransactionProducer`] (Java
+//! [`MessageQueueSelector`]. [`TransactionProducer`] (Java
 //! `TransactionMQProducer`) sends half messages and runs a local transaction, blocking
 //! ([`TransactionListener`]) or async ([`AsyncTransactionListener`]); the broker checks
 //! undecided transactions back.
@@ -76,7 +76,7 @@
 //! offsets in a local file (`examples/broadcasting.rs`).
 //!
 //! **Ordering.** RocketMQ orders messages per queue. Send related messages to one queue (a
-//! selector hashing a business key, [`SelectMessageQueueByHash`](producer::SelectMessageQueueByHash))
+//! selector hashing a business key, [`SelectMessageQueueByHash`])
 //! and consume with an orderly listener, which locks each queue on the broker so that one member
 //! at a time reads it. This program (`examples/async_orderly.rs`) does both, with an async
 //! orderly listener:
@@ -110,6 +110,7 @@
 //! `examples/`.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod admin;
 pub mod api;

@@ -82,11 +82,15 @@ pub const DEFAULT_PRODUCER_GROUP: &str = "DEFAULT_PRODUCER";
 /// `DefaultMQProducer`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProducerConfig {
+    /// The producer group (Java `producerGroup`), used by transaction checks.
     pub producer_group: String,
+    /// Name servers and client identity.
     pub client: ClientConfig,
     /// Deadline of one send, retries included.
     pub send_msg_timeout: Duration,
+    /// Extra attempts of a failed synchronous send (Java `retryTimesWhenSendFailed`).
     pub retry_times_when_send_failed: u32,
+    /// Extra attempts of a failed asynchronous send (Java `retryTimesWhenSendAsyncFailed`).
     pub retry_times_when_send_async_failed: u32,
     /// Retry on another broker when a sync send is stored but a flush/replication guarantee
     /// failed (status other than `SendOk`).
@@ -171,10 +175,12 @@ impl DefaultMQProducer {
         }
     }
 
+    /// The producer's settings.
     pub fn config(&self) -> &ProducerConfig {
         &self.inner.config
     }
 
+    /// The producer's lifecycle state.
     pub fn service_state(&self) -> ServiceState {
         *self.inner.state.lock()
     }
