@@ -159,9 +159,10 @@ pub mod prelude {
         AsyncTransactionListener, ClientConfig, ClientError, ConsumeConcurrentlyContext,
         ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyContext, ConsumeOrderlyStatus,
         DefaultLitePullConsumer, DefaultMQProducer, DefaultMQPullConsumer, DefaultMQPushConsumer,
-        LocalTransactionState, Message, MessageExt, MessageListener, MessageModel, MessageQueue,
-        MessageQueueSelector, PullStatus, SelectMessageQueueByHash, SendResult, SendStatus,
-        SessionCredentials, TransactionListener, TransactionProducer,
+        LocalTransactionState, Message, MessageExt, MessageListener, MessageListenerConcurrently,
+        MessageListenerOrderly, MessageModel, MessageQueue, MessageQueueSelector, PullStatus,
+        SelectMessageQueueByHash, SendResult, SendStatus, SessionCredentials, TransactionListener,
+        TransactionProducer,
     };
 }
 

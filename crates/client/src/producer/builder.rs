@@ -1,20 +1,5 @@
 //! [`ProducerBuilder`] and [`TransactionProducerBuilder`]: producers configured and started in
 //! one expression.
-//!
-//! ```no_run
-//! # async fn demo() -> Result<(), comet_client::ClientError> {
-//! use comet_client::prelude::*;
-//!
-//! let producer = DefaultMQProducer::builder("my_producer_group")
-//!     .namesrv("127.0.0.1:9876")
-//!     .send_msg_timeout(std::time::Duration::from_secs(5))
-//!     .start()
-//!     .await?;
-//! producer.send(Message::new("MyTopic", "hello")).await?;
-//! producer.shutdown().await;
-//! # Ok(())
-//! # }
-//! ```
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +15,23 @@ use crate::error::{ClientError, Result};
 
 /// Builds a [`DefaultMQProducer`] from the settings of [`ProducerConfig`]. [`Self::build`]
 /// checks the group name as a start would; [`Self::start`] also starts the producer.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), comet_client::ClientError> {
+/// use comet_client::prelude::*;
+///
+/// let producer = DefaultMQProducer::builder("my_producer_group")
+///     .namesrv("127.0.0.1:9876")
+///     .send_msg_timeout(std::time::Duration::from_secs(5))
+///     .start()
+///     .await?;
+/// producer.send(Message::new("MyTopic", "hello")).await?;
+/// producer.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until built or started"]
 pub struct ProducerBuilder {

@@ -1,23 +1,5 @@
 //! [`LitePullConsumerBuilder`]: a lite pull consumer configured, subscribed (or assigned) and
 //! started in one expression.
-//!
-//! ```no_run
-//! # async fn demo() -> Result<(), comet_client::ClientError> {
-//! use comet_client::prelude::*;
-//!
-//! let consumer = DefaultLitePullConsumer::builder("my_lite_group")
-//!     .namesrv("127.0.0.1:9876")
-//!     .subscribe("MyTopic", "*")
-//!     .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-//!     .start()
-//!     .await?;
-//! for msg in consumer.poll(std::time::Duration::from_secs(1)).await? {
-//!     println!("{}", String::from_utf8_lossy(&msg.body));
-//! }
-//! consumer.shutdown().await;
-//! # Ok(())
-//! # }
-//! ```
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +15,26 @@ use crate::error::Result;
 /// [`LitePullConsumerConfig`] and either subscriptions (queues from the group's rebalance) or
 /// an assignment (queues the application names). [`Self::start`] also starts it (a start
 /// checks the group name and batch size).
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), comet_client::ClientError> {
+/// use comet_client::prelude::*;
+///
+/// let consumer = DefaultLitePullConsumer::builder("my_lite_group")
+///     .namesrv("127.0.0.1:9876")
+///     .subscribe("MyTopic", "*")
+///     .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+///     .start()
+///     .await?;
+/// for msg in consumer.poll(std::time::Duration::from_secs(1)).await? {
+///     println!("{}", String::from_utf8_lossy(&msg.body));
+/// }
+/// consumer.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until built or started"]
 pub struct LitePullConsumerBuilder {

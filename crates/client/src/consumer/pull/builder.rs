@@ -1,23 +1,4 @@
 //! [`PullConsumerBuilder`]: a pull consumer configured and started in one expression.
-//!
-//! ```no_run
-//! # async fn demo() -> Result<(), comet_client::ClientError> {
-//! use comet_client::prelude::*;
-//!
-//! let consumer = DefaultMQPullConsumer::builder("my_pull_group")
-//!     .namesrv("127.0.0.1:9876")
-//!     .register_topic("MyTopic")
-//!     .start()
-//!     .await?;
-//! for mq in consumer.fetch_subscribe_message_queues("MyTopic").await? {
-//!     let offset = consumer.fetch_consume_offset(&mq, true).await?.max(0);
-//!     let result = consumer.pull(&mq, "*", offset, 32).await?;
-//!     consumer.update_consume_offset(&mq, result.next_begin_offset)?;
-//! }
-//! consumer.shutdown().await;
-//! # Ok(())
-//! # }
-//! ```
 
 use std::time::Duration;
 
@@ -29,6 +10,27 @@ use crate::error::Result;
 
 /// Builds a [`DefaultMQPullConsumer`] from the settings of [`PullConsumerConfig`];
 /// [`Self::start`] also starts it (a start checks the group name).
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), comet_client::ClientError> {
+/// use comet_client::prelude::*;
+///
+/// let consumer = DefaultMQPullConsumer::builder("my_pull_group")
+///     .namesrv("127.0.0.1:9876")
+///     .register_topic("MyTopic")
+///     .start()
+///     .await?;
+/// for mq in consumer.fetch_subscribe_message_queues("MyTopic").await? {
+///     let offset = consumer.fetch_consume_offset(&mq, true).await?.max(0);
+///     let result = consumer.pull(&mq, "*", offset, 32).await?;
+///     consumer.update_consume_offset(&mq, result.next_begin_offset)?;
+/// }
+/// consumer.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until built or started"]
 pub struct PullConsumerBuilder {

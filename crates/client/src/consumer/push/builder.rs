@@ -1,26 +1,5 @@
 //! [`PushConsumerBuilder`]: a push consumer configured, subscribed and started in one
 //! expression.
-//!
-//! ```no_run
-//! # async fn demo() -> Result<(), comet_client::ClientError> {
-//! use comet_client::prelude::*;
-//!
-//! let consumer = DefaultMQPushConsumer::builder("my_group")
-//!     .namesrv("127.0.0.1:9876")
-//!     .subscribe("MyTopic", "TagA || TagB")
-//!     .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-//!     .listener(MessageListener::concurrently_async(|msgs, _ctx| async move {
-//!         for msg in &msgs {
-//!             println!("{}", String::from_utf8_lossy(&msg.body));
-//!         }
-//!         ConsumeConcurrentlyStatus::ConsumeSuccess
-//!     }))
-//!     .start()
-//!     .await?;
-//! # consumer.shutdown().await;
-//! # Ok(())
-//! # }
-//! ```
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,6 +15,29 @@ use crate::error::ClientError;
 /// Builds a [`DefaultMQPushConsumer`]: the settings of [`PushConsumerConfig`], the
 /// subscriptions and the listener. [`Self::build`] checks the settings as a start would;
 /// [`Self::start`] also starts the consumer.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), comet_client::ClientError> {
+/// use comet_client::prelude::*;
+///
+/// let consumer = DefaultMQPushConsumer::builder("my_group")
+///     .namesrv("127.0.0.1:9876")
+///     .subscribe("MyTopic", "TagA || TagB")
+///     .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+///     .listener(MessageListener::concurrently_async(|msgs, _ctx| async move {
+///         for msg in &msgs {
+///             println!("{}", String::from_utf8_lossy(&msg.body));
+///         }
+///         ConsumeConcurrentlyStatus::ConsumeSuccess
+///     }))
+///     .start()
+///     .await?;
+/// # consumer.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 #[must_use = "a builder does nothing until built or started"]
 pub struct PushConsumerBuilder {
