@@ -66,25 +66,34 @@ pub enum CommunicationMode {
 /// master but a flush or replication guarantee was not met in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SendStatus {
+    /// Stored, and every guarantee asked for was met (Java `SEND_OK`).
     SendOk,
+    /// Stored, but the synchronous flush to disk timed out (Java `FLUSH_DISK_TIMEOUT`).
     FlushDiskTimeout,
+    /// Stored, but the synchronous replication to the slave timed out (Java `FLUSH_SLAVE_TIMEOUT`).
     FlushSlaveTimeout,
+    /// Stored, but no slave was available for synchronous replication (Java `SLAVE_NOT_AVAILABLE`).
     SlaveNotAvailable,
 }
 
 /// What a send returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendResult {
+    /// How well the message is stored.
     pub send_status: SendStatus,
     /// The client message id (UNIQ_KEY; comma-joined for a batch).
     pub msg_id: String,
     /// The broker's offset message id (comma-joined for a batch).
     pub offset_msg_id: String,
+    /// The queue the message went to.
     pub message_queue: MessageQueue,
     /// ConsumeQueue offset of the (first) message.
     pub queue_offset: i64,
+    /// The transaction id the broker assigned (transactional sends only).
     pub transaction_id: Option<String>,
+    /// The region of the broker (`MSG_REGION`), or the default region when it sent none.
     pub region_id: String,
+    /// Whether the broker has message tracing on (`TRACE_ON`).
     pub trace_on: bool,
 }
 
@@ -104,9 +113,13 @@ pub enum PullStatus {
 /// A decoded pull response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullResultExt {
+    /// What the pull found.
     pub pull_status: PullStatus,
+    /// Offset to pull next.
     pub next_begin_offset: i64,
+    /// Smallest offset of the queue.
     pub min_offset: i64,
+    /// Largest offset (next to be written) of the queue.
     pub max_offset: i64,
     /// Broker id to pull from next time (0 = master).
     pub suggest_which_broker_id: i64,
@@ -148,6 +161,7 @@ impl MQClientApi {
         *self.namesrv_addrs.write() = addrs;
     }
 
+    /// The name server addresses in use.
     pub fn name_server_address_list(&self) -> Vec<String> {
         self.namesrv_addrs.read().clone()
     }
@@ -322,6 +336,7 @@ impl MQClientApi {
             .offset)
     }
 
+    /// UPDATE_CONSUMER_OFFSET: commits a group's offset of a queue and waits for the answer.
     pub async fn update_consumer_offset(
         &self,
         addr: &str,
@@ -333,6 +348,7 @@ impl MQClientApi {
         Ok(())
     }
 
+    /// UPDATE_CONSUMER_OFFSET without waiting for an answer (how consumers persist offsets).
     pub async fn update_consumer_offset_oneway(
         &self,
         addr: &str,
@@ -386,6 +402,7 @@ impl MQClientApi {
         Ok(locked.lock_ok_mq_set.into_iter().collect())
     }
 
+    /// Unlocks queues of an orderly consumer on the broker; `oneway` does not wait for the answer.
     pub async fn unlock_batch_mq(
         &self,
         addr: &str,

@@ -51,8 +51,11 @@ pub struct ClientConfig {
     pub instance_name: String,
     /// Optional third part of the client id.
     pub unit_name: Option<String>,
+    /// Route refresh period (Java `pollNameServerInterval`, 30 s).
     pub poll_name_server_interval: Duration,
+    /// Heartbeat period (Java `heartbeatBrokerInterval`, 30 s).
     pub heartbeat_broker_interval: Duration,
+    /// Consumer offset persistence period (Java `persistConsumerOffsetInterval`, 5 s).
     pub persist_consumer_offset_interval: Duration,
     /// How often the RebalanceService runs without being woken.
     pub rebalance_interval: Duration,

@@ -14,12 +14,16 @@ use comet_remoting::RemotingError;
 use thiserror::Error;
 
 #[derive(Debug, Clone, Error)]
+/// Why a client call failed.
 pub enum ClientError {
     /// The server answered with response code `code`.
     #[error("broker/name server at {addr} answered code {code}: {remark}")]
     Broker {
+        /// Address of the server that answered.
         addr: String,
+        /// The response code (RocketMQ `ResponseCode`).
         code: i32,
+        /// The server's remark.
         remark: String,
     },
     /// The request could not be delivered or answered (connect failure, timeout, closed channel).
@@ -40,7 +44,12 @@ pub enum ClientError {
         "No route info of this topic: {topic}; check that the name server address {namesrv} is \
          right and the topic exists or autoCreateTopicEnable is on"
     )]
-    NoRoute { topic: String, namesrv: String },
+    NoRoute {
+        /// The topic without a route.
+        topic: String,
+        /// The name server addresses asked.
+        namesrv: String,
+    },
     /// No name server address is configured.
     #[error(
         "no name server address: set ClientConfig::namesrv_addr or the NAMESRV_ADDR environment variable"
@@ -48,21 +57,31 @@ pub enum ClientError {
     NoNameServer,
     /// The operation needs a started (or not yet started) service.
     #[error("service state is {state}, the operation needs {needed}")]
-    ServiceState { state: String, needed: String },
+    ServiceState {
+        /// The state the service is in.
+        state: String,
+        /// The state the operation needs.
+        needed: String,
+    },
     /// An argument was refused before anything was sent (empty topic, oversized body, ...).
     #[error("illegal argument: {0}")]
     IllegalArgument(String),
     /// Every attempt of a send failed; `last` is the final failure.
     #[error("send to topic {topic} failed after {attempts} attempt(s): {last}")]
     SendFailed {
+        /// The topic of the send.
         topic: String,
+        /// Attempts made.
         attempts: u32,
+        /// The failure of the last attempt.
         last: Box<ClientError>,
     },
     /// The client-side deadline of an operation spanning several attempts elapsed.
     #[error("{operation} timed out after {timeout:?}")]
     Timeout {
+        /// What timed out.
         operation: String,
+        /// The deadline that elapsed.
         timeout: std::time::Duration,
     },
     /// Any other client-side failure.
@@ -86,4 +105,5 @@ impl ClientError {
     }
 }
 
+/// A result whose error is a [`ClientError`].
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;

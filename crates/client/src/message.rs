@@ -41,9 +41,11 @@ pub const RESERVED_PROPERTY_KEYS: &[&str] = &[
 /// A message to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
+    /// The topic the message is sent to.
     pub topic: String,
     /// User flag, stored as-is by the broker.
     pub flag: i32,
+    /// The payload.
     pub body: Bytes,
     properties: Properties,
     /// Set by a transaction producer.
@@ -87,10 +89,12 @@ impl Message {
         self
     }
 
+    /// The message's tags (`TAGS`), which consumers filter on.
     pub fn tags(&self) -> Option<&str> {
         self.properties.get(keys::TAGS)
     }
 
+    /// Sets the tags (an empty string removes them).
     pub fn set_tags(&mut self, tags: impl Into<String>) {
         let tags = tags.into();
         if tags.is_empty() {
@@ -154,6 +158,7 @@ impl Message {
             .is_none_or(|v| v != "false")
     }
 
+    /// Whether the broker should answer only after the store completed (`WAIT`; on by default).
     pub fn set_wait_store_msg_ok(&mut self, wait: bool) {
         self.properties
             .insert(keys::WAIT_STORE_MSG_OK, if wait { "true" } else { "false" });
@@ -183,6 +188,7 @@ impl Message {
         Ok(())
     }
 
+    /// An application property.
     pub fn user_property(&self, key: &str) -> Option<&str> {
         self.properties.get(key)
     }
@@ -197,14 +203,17 @@ impl Message {
         self.properties.insert(key, value);
     }
 
+    /// Removes a property, returning its value.
     pub fn remove_property(&mut self, key: &str) -> Option<String> {
         self.properties.remove(key)
     }
 
+    /// Every property.
     pub fn properties(&self) -> &Properties {
         &self.properties
     }
 
+    /// Every property, to change.
     pub fn properties_mut(&mut self) -> &mut Properties {
         &mut self.properties
     }

@@ -9,6 +9,10 @@
 //!   and what it returns is checked: every message received exactly once, order kept per queue,
 //!   both broadcasting members served, only committed transactions visible, signed requests
 //!   accepted where unsigned ones are refused.
+//! - **The crate docs.** The programs the crate-level guide of `src/lib.rs` shows are files of
+//!   `examples/` too, included verbatim: [`the_crate_docs_show_example_files`] checks that each
+//!   code block of the crate docs is an included example, so the end-to-end tests here cover
+//!   them.
 //!
 //! The examples use the default client instance name, as applications do, so all their clients
 //! in this process share one client instance per name server. The tests therefore run one at a
@@ -21,6 +25,12 @@ mod acl;
 #[allow(dead_code)]
 #[path = "../examples/admin.rs"]
 mod admin;
+#[allow(dead_code)]
+#[path = "../examples/async_orderly.rs"]
+mod async_orderly;
+#[allow(dead_code)]
+#[path = "../examples/async_transaction.rs"]
+mod async_transaction;
 #[allow(dead_code)]
 #[path = "../examples/broadcasting.rs"]
 mod broadcasting;
@@ -37,11 +47,17 @@ mod producer;
 #[path = "../examples/pull.rs"]
 mod pull;
 #[allow(dead_code)]
+#[path = "../examples/pull_builders.rs"]
+mod pull_builders;
+#[allow(dead_code)]
 #[path = "../examples/push_concurrently.rs"]
 mod push_concurrently;
 #[allow(dead_code)]
 #[path = "../examples/push_orderly.rs"]
 mod push_orderly;
+#[allow(dead_code)]
+#[path = "../examples/quickstart.rs"]
+mod quickstart;
 #[allow(dead_code)]
 #[path = "../examples/transaction.rs"]
 mod transaction;
@@ -643,5 +659,177 @@ async fn acl_signed_clients_work_where_unsigned_ones_are_refused() {
 
     assert_eq!(sorted(received), numbered("signed", 5), "exactly once");
     cluster.expect_stored(topic, 5).await;
+    cluster.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The crate docs, and the builder and async-listener examples they show.
+
+/// Examples the crate-level docs of `src/lib.rs` include.
+fn examples_in_crate_docs() -> BTreeSet<String> {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("src/lib.rs is readable");
+    let mut shown = BTreeSet::new();
+    let mut lines = lib.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.trim() != "//! ```no_run" && line.trim_start().starts_with("//! ```") {
+            panic!("a code block of the crate docs that is not a `no_run` example: {line}");
+        }
+        if line.trim() != "//! ```no_run" {
+            continue;
+        }
+        let include = lines.next().unwrap_or_default();
+        let name = include
+            .strip_prefix("#![doc = include_str!(\"../examples/")
+            .and_then(|rest| rest.strip_suffix(".rs\")]"))
+            .unwrap_or_else(|| {
+                panic!("a crate-docs code block is not an included example: {include}")
+            });
+        assert_eq!(
+            lines.next().map(str::trim),
+            Some("//! ```"),
+            "{name}: block closes"
+        );
+        shown.insert(name.to_owned());
+    }
+    shown
+}
+
+#[test]
+fn the_crate_docs_show_example_files() {
+    let shown = examples_in_crate_docs();
+    let expected: BTreeSet<String> = [
+        "async_orderly",
+        "async_transaction",
+        "pull_builders",
+        "quickstart",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(
+        shown, expected,
+        "the examples of the crate docs, each run below"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quickstart_builders_and_async_listener_receive_everything() {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start().await;
+    let topic = "GuideQuickstartTopic";
+    cluster.create_routed_topic(topic, None).await;
+
+    let received = quickstart::run(&cluster.namesrv_addr(), topic, 12)
+        .await
+        .expect("example runs");
+
+    assert_eq!(
+        sorted(received.bodies),
+        numbered("quickstart", 12),
+        "exactly once"
+    );
+    assert!(
+        received.calls >= 12,
+        "one call per message: {}",
+        received.calls
+    );
+    cluster
+        .expect_committed_total(quickstart::GROUP, topic, 12)
+        .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_orderly_listener_applies_each_order_in_sequence() {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start().await;
+    let topic = "GuideAsyncOrderTopic";
+    cluster.create_routed_topic(topic, None).await;
+
+    let book = async_orderly::run(&cluster.namesrv_addr(), topic, 5)
+        .await
+        .expect("example runs");
+
+    assert_eq!(book.len(), 5, "every order: {book:?}");
+    for (order, steps) in &book {
+        assert_eq!(
+            steps,
+            &async_orderly::STEPS,
+            "steps of order {order} in order"
+        );
+    }
+    cluster
+        .expect_committed_total(async_orderly::GROUP, topic, 15)
+        .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_builders_read_everything() {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start().await;
+    let topic = "GuidePullBuildersTopic";
+    cluster.create_routed_topic(topic, None).await;
+
+    let read = pull_builders::run(&cluster.namesrv_addr(), topic, 10)
+        .await
+        .expect("example runs");
+
+    assert_eq!(
+        sorted(read.polled),
+        numbered("pulled", 10),
+        "lite: exactly once"
+    );
+    assert_eq!(
+        sorted(read.pulled),
+        numbered("pulled", 10),
+        "pull: exactly once"
+    );
+    cluster
+        .expect_committed_total(pull_builders::LITE_GROUP, topic, 10)
+        .await;
+    cluster
+        .expect_committed_total(pull_builders::PULL_GROUP, topic, 10)
+        .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_transactions_deliver_committed_and_checked_messages_only() {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start_with(|config| {
+        config.transaction_check_interval_ms = 200;
+        config.transaction_timeout_ms = 500;
+    })
+    .await;
+    let topic = "GuideAsyncTransactionTopic";
+    cluster.create_routed_topic(topic, None).await;
+
+    let outcome = async_transaction::run(&cluster.namesrv_addr(), topic)
+        .await
+        .expect("example runs");
+
+    let states: Vec<LocalTransactionState> = outcome.executed.iter().map(|(_, s)| *s).collect();
+    assert_eq!(
+        states,
+        [
+            LocalTransactionState::CommitMessage,
+            LocalTransactionState::RollbackMessage,
+            LocalTransactionState::Unknown
+        ]
+    );
+    assert!(!outcome.checked.is_empty(), "the undecided one was checked");
+    assert!(
+        outcome.checked.iter().all(|o| o == "order-3"),
+        "only the undecided transaction is checked: {:?}",
+        outcome.checked
+    );
+    assert_eq!(
+        sorted(outcome.received),
+        ["order 1 paid", "order 3 pending"],
+        "the committed and the checked message, once each; never the rolled-back one"
+    );
+    cluster.expect_stored(topic, 2).await;
     cluster.shutdown().await;
 }

@@ -20,6 +20,7 @@ use crate::error::{ClientError, Result};
 /// One queue's line of a group's progress (mqadmin `consumerProgress`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueProgress {
+    /// The queue.
     pub queue: MessageQueue,
     /// Next offset the broker will write.
     pub broker_offset: i64,

@@ -11,6 +11,8 @@
 //! traits whose `consume_message` returns a boxed future, so a listener may await (call a database,
 //! produce to another topic) without blocking a runtime worker. A listener that does not need to
 //! await can be built from a plain closure with [`concurrently_fn`] / [`orderly_fn`].
+//! One that awaits can be built from a closure returning a future with
+//! [`MessageListener::concurrently_async`] / [`MessageListener::orderly_async`] ([`listener_fn`]).
 //!
 //! Shared by the consumer kinds: [`process_queue`] (what a consumer caches of one queue),
 //! [`pull_request`] (one queue's turn in a pull loop, created by [`rebalance`]) and
@@ -18,6 +20,7 @@
 //! consumers).
 
 pub mod flow_control;
+pub mod listener_fn;
 pub mod lite;
 pub mod offset_store;
 pub mod process_queue;
@@ -36,6 +39,8 @@ pub use comet_protocol::body::{
     ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue, SubscriptionData,
 };
 pub use comet_protocol::message::MessageExt;
+
+pub use listener_fn::{ConcurrentlyReply, OrderlyReply, concurrently_async_fn, orderly_async_fn};
 
 /// What a concurrently consuming listener says about a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -116,6 +121,8 @@ impl ConsumeOrderlyContext {
 /// The returned future runs on the consumer's bounded set of consume tasks; it must not assume
 /// any ordering between batches.
 pub trait MessageListenerConcurrently: Send + Sync + 'static {
+    /// Consumes a batch of one queue; `ctx` may be changed to acknowledge part of it (`ack_index`)
+    /// or pick the retry delay (Java `consumeMessage`).
     fn consume_message<'a>(
         &'a self,
         msgs: &'a [MessageExt],
@@ -126,6 +133,8 @@ pub trait MessageListenerConcurrently: Send + Sync + 'static {
 /// A listener that receives the messages of each queue strictly in queue order, one batch at a
 /// time per queue (the queue is locked on the broker in clustering).
 pub trait MessageListenerOrderly: Send + Sync + 'static {
+    /// Consumes a batch of one queue, in order; `ctx` may turn off auto-commit or set the suspend
+    /// time (Java `consumeMessage`).
     fn consume_message<'a>(
         &'a self,
         msgs: &'a [MessageExt],
@@ -136,7 +145,9 @@ pub trait MessageListenerOrderly: Send + Sync + 'static {
 /// The listener a push consumer was given; it decides which consume service runs.
 #[derive(Clone)]
 pub enum MessageListener {
+    /// Any order, parallel batches (Java `MessageListenerConcurrently`).
     Concurrently(Arc<dyn MessageListenerConcurrently>),
+    /// Queue order, one batch at a time per queue (Java `MessageListenerOrderly`).
     Orderly(Arc<dyn MessageListenerOrderly>),
 }
 

@@ -130,6 +130,7 @@ impl Default for ProcessQueue {
 }
 
 impl ProcessQueue {
+    /// An empty process queue, its timestamps set to now.
     pub fn new() -> Self {
         let now = now_millis();
         ProcessQueue {
@@ -394,18 +395,22 @@ impl ProcessQueue {
             .is_some_and(|(first, _)| *first == offset)
     }
 
+    /// Whether the queue was taken from this consumer (its cached messages are to be dropped).
     pub fn is_dropped(&self) -> bool {
         self.dropped.load(Ordering::Acquire)
     }
 
+    /// Marks the queue dropped (or not).
     pub fn set_dropped(&self, dropped: bool) {
         self.dropped.store(dropped, Ordering::Release);
     }
 
+    /// Whether this consumer holds the queue's broker lock (orderly consumption).
     pub fn is_locked(&self) -> bool {
         self.locked.load(Ordering::Acquire)
     }
 
+    /// Records whether the broker lock is held.
     pub fn set_locked(&self, locked: bool) {
         self.locked.store(locked, Ordering::Release);
     }
@@ -422,30 +427,37 @@ impl ProcessQueue {
             > duration_millis(PULL_MAX_IDLE_TIME)
     }
 
+    /// When the queue was last pulled (epoch ms).
     pub fn last_pull_timestamp(&self) -> i64 {
         self.last_pull_timestamp.load(Ordering::Relaxed)
     }
 
+    /// Records when the queue was last pulled (epoch ms).
     pub fn set_last_pull_timestamp(&self, millis: i64) {
         self.last_pull_timestamp.store(millis, Ordering::Relaxed);
     }
 
+    /// When a batch of the queue was last consumed (epoch ms).
     pub fn last_consume_timestamp(&self) -> i64 {
         self.last_consume_timestamp.load(Ordering::Relaxed)
     }
 
+    /// When the broker lock was last taken or renewed (epoch ms).
     pub fn last_lock_timestamp(&self) -> i64 {
         self.last_lock_timestamp.load(Ordering::Relaxed)
     }
 
+    /// Records when the broker lock was last taken or renewed (epoch ms).
     pub fn set_last_lock_timestamp(&self, millis: i64) {
         self.last_lock_timestamp.store(millis, Ordering::Relaxed);
     }
 
+    /// Counts one more attempt to unlock the queue, returning the new count.
     pub fn inc_try_unlock_times(&self) -> i64 {
         self.try_unlock_times.fetch_add(1, Ordering::Relaxed) + 1
     }
 
+    /// Attempts made to unlock the queue.
     pub fn try_unlock_times(&self) -> i64 {
         self.try_unlock_times.load(Ordering::Relaxed)
     }

@@ -15,8 +15,11 @@ use crate::consumer::process_queue::ProcessQueue;
 /// pull (Java `PullRequest`).
 #[derive(Debug, Clone)]
 pub struct PullRequest {
+    /// The group pulling.
     pub consumer_group: String,
+    /// The queue pulled.
     pub message_queue: MessageQueue,
+    /// What the consumer caches of the queue.
     pub process_queue: Arc<ProcessQueue>,
     /// Offset of the next pull.
     pub next_offset: i64,

@@ -58,9 +58,13 @@ mod tables;
 /// Lifecycle of an instance, producer or consumer (Java `ServiceState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ServiceState {
+    /// Created, not started yet (`CREATE_JUST`).
     CreateJust,
+    /// Started (`RUNNING`).
     Running,
+    /// Shut down; cannot be started again (`SHUTDOWN_ALREADY`).
     ShutdownAlready,
+    /// A start is in progress or failed (`START_FAILED`).
     StartFailed,
 }
 
@@ -78,6 +82,7 @@ impl std::fmt::Display for ServiceState {
 /// A broker address found for a broker name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FindBrokerResult {
+    /// The broker's address.
     pub broker_addr: String,
     /// The address is a slave's.
     pub slave: bool,
@@ -87,16 +92,23 @@ pub struct FindBrokerResult {
 
 /// What the instance needs from a consumer (implemented by the push, pull and lite consumers).
 pub trait MQConsumerInner: Send + Sync + 'static {
+    /// The consumer group.
     fn group_name(&self) -> String;
+    /// The group's message model.
     fn message_model(&self) -> MessageModel;
+    /// Whether the consumer pulls actively (pull, lite) or passively (push).
     fn consume_type(&self) -> ConsumeType;
+    /// Where a queue the group has no offset for starts.
     fn consume_from_where(&self) -> ConsumeFromWhere;
     /// Subscriptions sent in the heartbeat (the retry topic included for clustering push).
     fn subscriptions(&self) -> Vec<SubscriptionData>;
+    /// Runs one rebalance of the group's queues.
     fn do_rebalance(&self) -> BoxFuture<'static, ()>;
+    /// Persists the consume offsets of the owned queues.
     fn persist_consumer_offset(&self) -> BoxFuture<'static, ()>;
     /// The topic's subscribe set changed (sorted by topic, broker name, queue id).
     fn update_topic_subscribe_info(&self, topic: &str, info: Vec<MessageQueue>);
+    /// Whether the route of `topic` should be refreshed for this consumer.
     fn is_subscribe_topic_need_update(&self, topic: &str) -> bool;
     /// ConsumerRunningInfo-like JSON, answered to GET_CONSUMER_RUNNING_INFO.
     fn running_info(&self) -> serde_json::Value;
@@ -117,7 +129,9 @@ pub trait MQConsumerInner: Send + Sync + 'static {
 pub trait MQProducerInner: Send + Sync + 'static {
     /// Topics whose routes the instance must keep fresh.
     fn publish_topic_list(&self) -> Vec<String>;
+    /// The route of `topic` changed.
     fn update_topic_publish_info(&self, topic: &str, info: Arc<TopicPublishInfo>);
+    /// Whether the route of `topic` should be refreshed for this producer.
     fn is_publish_topic_need_update(&self, topic: &str) -> bool;
     /// CHECK_TRANSACTION_STATE for a half message of this producer group. Only a transaction
     /// producer answers it (with END_TRANSACTION); others log and ignore it.
@@ -228,18 +242,22 @@ impl MQClientInstance {
         })
     }
 
+    /// The client id (`ip@instanceName[@unitName]`).
     pub fn client_id(&self) -> &str {
         &self.client_id
     }
 
+    /// The settings the instance was created with.
     pub fn config(&self) -> &ClientConfig {
         &self.config
     }
 
+    /// The RPCs of the instance.
     pub fn api(&self) -> &MQClientApi {
         &self.api
     }
 
+    /// The instance's lifecycle state.
     pub fn service_state(&self) -> ServiceState {
         *self.state.lock()
     }

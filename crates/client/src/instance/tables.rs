@@ -72,10 +72,12 @@ impl MQClientInstance {
         }
     }
 
+    /// The consumer registered for `group`, if any.
     pub fn consumer(&self, group: &str) -> Option<Arc<dyn MQConsumerInner>> {
         self.consumers.read().get(group).cloned()
     }
 
+    /// The producer registered for `group`, if any.
     pub fn producer(&self, group: &str) -> Option<Arc<dyn MQProducerInner>> {
         self.producers.read().get(group).cloned()
     }

@@ -57,6 +57,7 @@ impl std::fmt::Debug for LatencyFaultTolerance {
 }
 
 impl LatencyFaultTolerance {
+    /// A fault table reading time from `clock`.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
         LatencyFaultTolerance {
             clock,
@@ -103,6 +104,7 @@ impl LatencyFaultTolerance {
             .is_none_or(|item| now >= item.available_from_ms)
     }
 
+    /// Forgets what is recorded about `broker`.
     pub fn remove(&self, broker: &str) {
         self.items.lock().remove(broker);
     }

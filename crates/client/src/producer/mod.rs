@@ -26,12 +26,14 @@
 //! publish info and picks queues (steps 3–4), `send.rs` sends with retries (step 5) and
 //! `validate.rs` holds the topic and group name rules.
 
+mod builder;
 pub mod fault;
 mod prepare;
 mod queue_selection;
 pub mod selector;
 mod send;
 pub mod transaction;
+mod transaction_listener;
 mod validate;
 
 use std::collections::HashMap;
@@ -54,6 +56,7 @@ use crate::error::{ClientError, Result};
 use crate::instance::{MQClientInstance, MQClientManager, MQProducerInner, ServiceState};
 use crate::message::Message;
 use crate::route::TopicPublishInfo;
+pub use builder::{ProducerBuilder, TransactionProducerBuilder};
 pub use fault::LatencyFaultTolerance;
 use queue_selection::placeholder;
 pub use selector::{
@@ -63,6 +66,7 @@ use send::{expect_result, remaining};
 pub use transaction::{
     LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
 };
+pub use transaction_listener::AsyncTransactionListener;
 pub use validate::{check_group, check_topic};
 
 /// `sendMsgTimeout`: the whole send, retries included.
@@ -78,11 +82,15 @@ pub const DEFAULT_PRODUCER_GROUP: &str = "DEFAULT_PRODUCER";
 /// `DefaultMQProducer`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProducerConfig {
+    /// The producer group (Java `producerGroup`), used by transaction checks.
     pub producer_group: String,
+    /// Name servers and client identity.
     pub client: ClientConfig,
     /// Deadline of one send, retries included.
     pub send_msg_timeout: Duration,
+    /// Extra attempts of a failed synchronous send (Java `retryTimesWhenSendFailed`).
     pub retry_times_when_send_failed: u32,
+    /// Extra attempts of a failed asynchronous send (Java `retryTimesWhenSendAsyncFailed`).
     pub retry_times_when_send_async_failed: u32,
     /// Retry on another broker when a sync send is stored but a flush/replication guarantee
     /// failed (status other than `SendOk`).
@@ -167,10 +175,12 @@ impl DefaultMQProducer {
         }
     }
 
+    /// The producer's settings.
     pub fn config(&self) -> &ProducerConfig {
         &self.inner.config
     }
 
+    /// The producer's lifecycle state.
     pub fn service_state(&self) -> ServiceState {
         *self.inner.state.lock()
     }

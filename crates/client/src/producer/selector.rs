@@ -32,6 +32,7 @@ where
 
 /// An argument with a Java-compatible `hashCode()`.
 pub trait JavaHash {
+    /// The value of Java's `hashCode()` for this argument.
     fn java_hash_code(&self) -> i32;
 }
 

@@ -26,6 +26,7 @@ use comet_protocol::message::id::decode_offset_msg_id;
 use comet_protocol::message::properties::keys;
 use tokio::sync::Semaphore;
 
+use super::transaction_listener::{Async, AsyncTransactionListener, Blocking, Runner};
 use super::{DefaultMQProducer, ProducerConfig, ProducerInner, SendResult, SendStatus};
 use crate::error::{ClientError, Result};
 use crate::instance::MQClientInstance;
@@ -90,7 +91,7 @@ pub struct TransactionSendResult {
 #[derive(Clone)]
 pub struct TransactionProducer {
     producer: DefaultMQProducer,
-    listener: Arc<dyn TransactionListener>,
+    listener: Arc<dyn Runner>,
 }
 
 impl std::fmt::Debug for TransactionProducer {
@@ -104,6 +105,15 @@ impl std::fmt::Debug for TransactionProducer {
 impl TransactionProducer {
     /// A transaction producer (not started) running `listener`.
     pub fn new(config: ProducerConfig, listener: Arc<dyn TransactionListener>) -> Self {
+        Self::with_runner(config, Arc::new(Blocking(listener)))
+    }
+
+    /// A transaction producer (not started) running an async `listener`.
+    pub fn new_async(config: ProducerConfig, listener: impl AsyncTransactionListener) -> Self {
+        Self::with_runner(config, Arc::new(Async(listener)))
+    }
+
+    pub(super) fn with_runner(config: ProducerConfig, listener: Arc<dyn Runner>) -> Self {
         let producer = DefaultMQProducer::new(config);
         let checker = Arc::new(Checker {
             listener: Arc::clone(&listener),
@@ -163,19 +173,12 @@ impl TransactionProducer {
                     msg.put_property(keys::TRANSACTION_ID, id.clone());
                 }
                 msg.transaction_id = msg.uniq_key().map(str::to_string);
-                let listener = Arc::clone(&self.listener);
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    listener.execute_local_transaction(&msg, arg)
-                }));
-                match outcome {
+                match self.listener.execute(&msg, arg).await {
                     Ok(state) => (state, None),
-                    Err(_) => {
+                    Err(remark) => {
                         tracing::warn!(msg_id = %send_result.msg_id,
                             "local transaction panicked; its state is unknown until checked");
-                        (
-                            LocalTransactionState::Unknown,
-                            Some("executeLocalTransaction panicked".to_string()),
-                        )
+                        (LocalTransactionState::Unknown, Some(remark))
                     }
                 }
             }
@@ -248,7 +251,7 @@ impl TransactionProducer {
 /// Runs broker checks on the bounded pool (see the module docs). It holds the producer weakly:
 /// the producer owns it, and must stay droppable.
 struct Checker {
-    listener: Arc<dyn TransactionListener>,
+    listener: Arc<dyn Runner>,
     producer: Weak<ProducerInner>,
     queued: Arc<Semaphore>,
     running: Arc<Semaphore>,
@@ -288,19 +291,11 @@ impl Checker {
                     .insert(keys::TRANSACTION_ID, uniq);
             }
             let msg = Arc::new(msg);
-            let checked = Arc::clone(&msg);
-            let (state, remark) = match tokio::task::spawn_blocking(move || {
-                listener.check_local_transaction(&checked)
-            })
-            .await
-            {
+            let (state, remark) = match listener.check(Arc::clone(&msg)).await {
                 Ok(state) => (state, None),
-                Err(e) => {
-                    tracing::warn!(error = %e, "checkLocalTransaction failed; answering unknown");
-                    (
-                        LocalTransactionState::Unknown,
-                        Some(format!("checkLocalTransaction failed: {e}")),
-                    )
+                Err(remark) => {
+                    tracing::warn!(error = %remark, "checkLocalTransaction failed; answering unknown");
+                    (LocalTransactionState::Unknown, Some(remark))
                 }
             };
             if let Err(e) = answer_check(&producer, &broker_addr, &msg, &header, state, remark).await {

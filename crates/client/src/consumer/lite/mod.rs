@@ -55,12 +55,15 @@ use crate::consumer::{ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, 
 use crate::instance::ServiceState;
 
 mod assignment;
+mod builder;
 mod commit;
 mod consumer_inner;
 mod lifecycle;
 mod poll;
 mod pull_loop;
 mod seek;
+
+pub use builder::LitePullConsumerBuilder;
 
 /// Messages asked for per pull (Java `pullBatchSize`).
 pub const DEFAULT_PULL_BATCH_SIZE: i32 = 10;
@@ -80,22 +83,38 @@ pub const DEFAULT_CONSUME_TIMESTAMP_LOOKBACK: Duration = Duration::from_secs(30 
 /// Settings of a [`DefaultLitePullConsumer`].
 #[derive(Clone)]
 pub struct LitePullConsumerConfig {
+    /// The consumer group (Java `consumerGroup`).
     pub consumer_group: String,
+    /// Clustering (queues shared out among the group) or broadcasting (every member reads all).
     pub message_model: MessageModel,
     /// Where a queue without a committed offset starts.
     pub consume_from_where: ConsumeFromWhere,
     /// Start time (ms) for `ConsumeFromTimestamp`; `None` means 30 minutes ago.
     pub consume_timestamp: Option<i64>,
+    /// Messages asked for per pull (Java `pullBatchSize`).
     pub pull_batch_size: i32,
+    /// Commit polled offsets every `auto_commit_interval` (Java `autoCommit`); otherwise only on
+    /// `commit_sync`.
     pub auto_commit: bool,
+    /// Period of auto-commit (Java `autoCommitIntervalMillis`).
     pub auto_commit_interval: Duration,
+    /// Most buffered messages over all queues before pulls wait (Java `pullThresholdForAll`).
     pub pull_threshold_for_all: usize,
+    /// Most buffered messages of one queue before its pulls wait (Java `pullThresholdForQueue`).
     pub pull_threshold_for_queue: usize,
+    /// Most buffered body bytes of one queue before its pulls wait.
     pub pull_threshold_size_for_queue: usize,
+    /// How long the broker holds a long-polling pull that finds nothing (Java
+    /// `brokerSuspendMaxTimeMillis`).
     pub broker_suspend_max_time: Duration,
+    /// Client-side timeout of a long-polling pull (Java `consumerTimeoutMillisWhenSuspend`).
     pub consumer_timeout_when_suspend: Duration,
+    /// Timeout of a pull that does not wait for messages (Java `consumerPullTimeoutMillis`).
     pub consumer_pull_timeout: Duration,
+    /// How the group's queues are shared out in subscribe mode (Java
+    /// `allocateMessageQueueStrategy`).
     pub allocate_strategy: Arc<dyn AllocateMessageQueueStrategy>,
+    /// Name servers and client identity.
     pub client: ClientConfig,
 }
 
@@ -169,7 +188,9 @@ struct ConsumeRequest {
 /// One polled batch and the queue it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LitePullBatch {
+    /// The queue the messages came from.
     pub queue: MessageQueue,
+    /// The messages, in queue order.
     pub messages: Vec<MessageExt>,
 }
 

@@ -45,6 +45,8 @@ pub trait OffsetStore: Send + Sync + 'static {
     /// value than the one in memory is ignored (concurrent consumers finish out of order).
     fn update_offset(&self, mq: &MessageQueue, offset: i64, increase_only: bool);
 
+    /// The stored next offset of `mq`, from memory or from the store as `read_type` says; `None`
+    /// when there is none.
     fn read_offset<'a>(
         &'a self,
         mq: &'a MessageQueue,

@@ -39,6 +39,7 @@ impl std::fmt::Debug for RemoteBrokerOffsetStore {
 }
 
 impl RemoteBrokerOffsetStore {
+    /// An offset store of `group` on the brokers the `instance` knows.
     pub fn new(instance: Arc<MQClientInstance>, group: impl Into<String>) -> Self {
         RemoteBrokerOffsetStore {
             instance,

@@ -28,7 +28,6 @@ use comet_protocol::body::heartbeat::EXPRESSION_TYPE_TAG;
 use comet_protocol::headers::{PullMessageRequestHeader, pull_sys_flag};
 
 use crate::api::{PullResultExt, PullStatus};
-use crate::config::ClientConfig;
 use crate::consumer::offset_store::{
     LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore,
     default_local_offset_store_dir,
@@ -40,6 +39,11 @@ use crate::consumer::{
 use crate::error::{ClientError, Result};
 use crate::instance::{MQClientInstance, MQClientManager, MQConsumerInner, ServiceState};
 use crate::route::subscribe_queues;
+
+mod builder;
+mod config;
+pub use builder::PullConsumerBuilder;
+pub use config::PullConsumerConfig;
 
 /// How long the broker may hold a blocking pull when nothing is there (Java
 /// `brokerSuspendMaxTimeMillis`).
@@ -54,44 +58,19 @@ pub const DEFAULT_MAX_RECONSUME_TIMES: i32 = 16;
 /// Largest batch one pull may ask for (the broker caps it too).
 pub const MAX_PULL_BATCH: i32 = 1024;
 
-/// Settings of a [`DefaultMQPullConsumer`].
-#[derive(Debug, Clone)]
-pub struct PullConsumerConfig {
-    pub consumer_group: String,
-    pub message_model: MessageModel,
-    /// Topics announced in heartbeats before the first pull (Java `registerTopics`).
-    pub register_topics: Vec<String>,
-    pub broker_suspend_max_time: Duration,
-    pub consumer_timeout_when_suspend: Duration,
-    pub consumer_pull_timeout: Duration,
-    pub max_reconsume_times: i32,
-    pub client: ClientConfig,
-}
-
-impl PullConsumerConfig {
-    /// Defaults for `group` (clustering) with the name servers of `client`.
-    pub fn new(consumer_group: impl Into<String>, client: ClientConfig) -> Self {
-        PullConsumerConfig {
-            consumer_group: consumer_group.into(),
-            message_model: MessageModel::Clustering,
-            register_topics: Vec::new(),
-            broker_suspend_max_time: DEFAULT_BROKER_SUSPEND_MAX_TIME,
-            consumer_timeout_when_suspend: DEFAULT_CONSUMER_TIMEOUT_WHEN_SUSPEND,
-            consumer_pull_timeout: DEFAULT_CONSUMER_PULL_TIMEOUT,
-            max_reconsume_times: DEFAULT_MAX_RECONSUME_TIMES,
-            client,
-        }
-    }
-}
-
 /// What a pull returned: the status, where to pull next and the queue's bounds, and the
 /// messages that matched the subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullResult {
+    /// What the pull found.
     pub pull_status: PullStatus,
+    /// Offset to pull next.
     pub next_begin_offset: i64,
+    /// Smallest offset of the queue.
     pub min_offset: i64,
+    /// Largest offset (next to be written) of the queue.
     pub max_offset: i64,
+    /// The messages found that match the subscription.
     pub msg_found_list: Vec<MessageExt>,
 }
 

@@ -34,12 +34,18 @@ pub const MAX_PULL_INTERVAL: Duration = Duration::from_millis(65_535);
 /// `DefaultMQPushConsumer`.
 #[derive(Clone)]
 pub struct PushConsumerConfig {
+    /// Name servers and client identity.
     pub client: ClientConfig,
+    /// The consumer group (Java `consumerGroup`).
     pub consumer_group: String,
+    /// Clustering (queues shared out among the group's members) or broadcasting (every member reads
+    /// every queue).
     pub message_model: MessageModel,
+    /// Where a queue the group has no offset for starts.
     pub consume_from_where: ConsumeFromWhere,
     /// Start point of CONSUME_FROM_TIMESTAMP, epoch ms; `None` = 30 minutes before start.
     pub consume_timestamp: Option<i64>,
+    /// How the group's queues are shared out among its members (averagely by default).
     pub allocate_message_queue_strategy: Arc<dyn AllocateMessageQueueStrategy>,
     /// A user-provided offset store replacing the default one of the message model.
     pub offset_store: Option<Arc<dyn OffsetStore>>,
@@ -66,6 +72,7 @@ pub struct PushConsumerConfig {
     pub pull_batch_size: i32,
     /// Send the subscription with every pull instead of relying on the heartbeat's.
     pub post_subscription_when_pull: bool,
+    /// Unit mode of the Java client (subscriptions of unit topics); announced in heartbeats.
     pub unit_mode: bool,
     /// -1 = 16 for concurrent consumption, unlimited for orderly consumption.
     pub max_reconsume_times: i32,

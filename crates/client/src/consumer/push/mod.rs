@@ -42,6 +42,7 @@ use crate::consumer::{
 use crate::error::ClientError;
 use crate::instance::{MQClientInstance, ServiceState};
 
+mod builder;
 pub mod concurrently;
 mod config;
 mod consumer_inner;
@@ -55,6 +56,7 @@ mod rebalance_push;
 mod send_back;
 pub mod stats;
 
+pub use builder::PushConsumerBuilder;
 pub use concurrently::ConsumeMessageConcurrentlyService;
 pub use config::{
     DEFAULT_MAX_RECONSUME_TIMES, MAX_BATCH_SIZE, MAX_CONSUME_THREADS, MAX_PULL_BATCH_SIZE,
@@ -138,6 +140,7 @@ impl std::fmt::Debug for DefaultMQPushConsumer {
 }
 
 impl DefaultMQPushConsumer {
+    /// A push consumer (not started) with these settings.
     pub fn new(config: PushConsumerConfig) -> Self {
         let inner = Arc::new_cyclic(|me| PushConsumerInner {
             me: me.clone(),
@@ -198,10 +201,12 @@ impl DefaultMQPushConsumer {
         *self.inner.listener.write() = Some(listener);
     }
 
+    /// Adds a hook run around every listener call.
     pub fn register_consume_message_hook(&self, hook: Arc<dyn ConsumeMessageHook>) {
         self.inner.consume_hooks.write().push(hook);
     }
 
+    /// Adds a hook run on every pull result.
     pub fn register_filter_message_hook(&self, hook: Arc<dyn FilterMessageHook>) {
         self.inner.filter_hooks.write().push(hook);
     }
@@ -223,19 +228,23 @@ impl DefaultMQPushConsumer {
         tracing::info!(group = %self.inner.group(), "consumer suspended");
     }
 
+    /// Resumes pulling after [`Self::suspend`].
     pub fn resume(&self) {
         self.inner.pause.store(false, Ordering::Release);
         tracing::info!(group = %self.inner.group(), "consumer resumed");
     }
 
+    /// Whether pulling is suspended.
     pub fn is_paused(&self) -> bool {
         self.inner.pause.load(Ordering::Acquire)
     }
 
+    /// The consumer's lifecycle state.
     pub fn service_state(&self) -> ServiceState {
         *self.inner.state.lock()
     }
 
+    /// A copy of the consumer's settings.
     pub fn config(&self) -> PushConsumerConfig {
         self.inner.config.read().clone()
     }
@@ -257,6 +266,7 @@ impl DefaultMQPushConsumer {
         self.inner.flow_control.times()
     }
 
+    /// Consumption statistics per topic (Java `ConsumerStatsManager`).
     pub fn stats(&self) -> &ConsumerStatsManager {
         &self.inner.stats
     }

@@ -35,6 +35,7 @@ pub const MAX_TIME_CONSUME_CONTINUOUSLY: Duration = Duration::from_millis(60_000
 pub const FIRST_LOCK_DELAY: Duration = Duration::from_millis(1000);
 /// Bounds of a queue's suspension.
 pub const MIN_SUSPEND_MILLIS: i64 = 10;
+/// Longest suspension of a queue, in milliseconds.
 pub const MAX_SUSPEND_MILLIS: i64 = 30_000;
 /// Delay before retrying a queue whose lock could not be taken.
 pub const RELOCK_FAILED_DELAY_MILLIS: i64 = 3000;

@@ -30,6 +30,7 @@ pub struct PullMessageService {
 }
 
 impl PullMessageService {
+    /// A pull service whose tasks stop with `stop` and are tracked by `tasks`.
     pub fn new(stop: CancellationToken, tasks: TaskTracker) -> Self {
         let (tx, rx) = mpsc::channel(PULL_REQUEST_QUEUE_CAPACITY);
         PullMessageService {

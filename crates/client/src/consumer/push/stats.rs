@@ -68,7 +68,9 @@ pub struct ConsumeStatus {
     pub pull_tps: f64,
     /// Average listener time per batch (ms).
     pub consume_rt: f64,
+    /// Messages consumed successfully per second.
     pub consume_ok_tps: f64,
+    /// Messages whose consumption failed per second.
     pub consume_failed_tps: f64,
     /// Messages failed over the window.
     pub consume_failed_msgs: u64,
@@ -109,6 +111,7 @@ impl Default for ConsumerStatsManager {
 }
 
 impl ConsumerStatsManager {
+    /// Empty statistics.
     pub fn new() -> Self {
         ConsumerStatsManager {
             started: Instant::now(),
@@ -137,22 +140,27 @@ impl ConsumerStatsManager {
         );
     }
 
+    /// Records the round trip of one pull of `topic` (ms).
     pub fn inc_pull_rt(&self, topic: &str, rt_millis: u64) {
         self.with(topic, |s, sec| s.pull_rt.add(sec, rt_millis));
     }
 
+    /// Records `msgs` messages pulled from `topic`.
     pub fn inc_pull_tps(&self, topic: &str, msgs: u64) {
         self.with(topic, |s, sec| s.pull_tps.add(sec, msgs));
     }
 
+    /// Records the listener time of one batch of `topic` (ms).
     pub fn inc_consume_rt(&self, topic: &str, rt_millis: u64) {
         self.with(topic, |s, sec| s.consume_rt.add(sec, rt_millis));
     }
 
+    /// Records `msgs` messages of `topic` consumed successfully.
     pub fn inc_consume_ok_tps(&self, topic: &str, msgs: u64) {
         self.with(topic, |s, sec| s.consume_ok_tps.add(sec, msgs));
     }
 
+    /// Records `msgs` messages of `topic` whose consumption failed.
     pub fn inc_consume_failed_tps(&self, topic: &str, msgs: u64) {
         self.with(topic, |s, sec| s.consume_failed_tps.add(sec, msgs));
     }

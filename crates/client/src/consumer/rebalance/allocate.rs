@@ -20,6 +20,7 @@ pub const CONSISTENT_HASH_VIRTUAL_NODES: u32 = 10;
 /// Both lists arrive sorted (queues by topic, broker name, queue id; ids lexicographically).
 /// A member that is not in `cid_all` gets nothing.
 pub trait AllocateMessageQueueStrategy: Send + Sync + 'static {
+    /// The queues of `mq_all` that `current_cid` gets in `consumer_group`.
     fn allocate(
         &self,
         consumer_group: &str,
@@ -179,10 +180,12 @@ impl AllocateMessageQueueStrategy for AllocateMessageQueueConsistentHash {
 /// A fixed list of queues chosen by the application, whatever the group looks like (`CONFIG`).
 #[derive(Debug, Clone, Default)]
 pub struct AllocateMessageQueueByConfig {
+    /// The queues every member gets.
     pub message_queue_list: Vec<MessageQueue>,
 }
 
 impl AllocateMessageQueueByConfig {
+    /// A strategy giving every member `message_queue_list`.
     pub fn new(message_queue_list: Vec<MessageQueue>) -> Self {
         AllocateMessageQueueByConfig { message_queue_list }
     }

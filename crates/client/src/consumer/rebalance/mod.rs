@@ -42,6 +42,7 @@ pub use allocate::{
 
 /// What a consumer kind adds to the shared rebalance algorithm.
 pub trait RebalanceDelegate: Send + Sync {
+    /// Whether the consumer kind pulls actively (pull, lite) or passively (push).
     fn consume_type(&self) -> ConsumeType;
 
     /// The owned set of `topic` changed (e.g. send a heartbeat so the broker learns it sooner).
@@ -106,6 +107,7 @@ impl std::fmt::Debug for RebalanceImpl {
 }
 
 impl RebalanceImpl {
+    /// The rebalance state of `consumer_group`.
     pub fn new(
         consumer_group: String,
         message_model: MessageModel,
@@ -124,44 +126,53 @@ impl RebalanceImpl {
         }
     }
 
+    /// The consumer group.
     pub fn consumer_group(&self) -> &str {
         &self.consumer_group
     }
 
+    /// The group's message model.
     pub fn message_model(&self) -> MessageModel {
         self.message_model
     }
 
+    /// The allocation strategy.
     pub fn strategy(&self) -> &Arc<dyn AllocateMessageQueueStrategy> {
         &self.strategy
     }
 
+    /// The client instance the group is registered with.
     pub fn instance(&self) -> &Arc<MQClientInstance> {
         &self.instance
     }
 
     // ---- subscriptions and subscribe info -------------------------------------------------
 
+    /// Adds or replaces the subscription of a topic.
     pub fn put_subscription(&self, data: SubscriptionData) {
         self.subscription_inner
             .write()
             .insert(data.topic.clone(), data);
     }
 
+    /// Drops the subscription of `topic`.
     pub fn remove_subscription(&self, topic: &str) {
         self.subscription_inner.write().remove(topic);
     }
 
+    /// The subscription of `topic`, if any.
     pub fn subscription(&self, topic: &str) -> Option<SubscriptionData> {
         self.subscription_inner.read().get(topic).cloned()
     }
 
+    /// Every subscription.
     pub fn subscriptions(&self) -> Vec<SubscriptionData> {
         let mut subs: Vec<_> = self.subscription_inner.read().values().cloned().collect();
         subs.sort_by(|a, b| a.topic.cmp(&b.topic));
         subs
     }
 
+    /// Records the readable queues of `topic` (from its route).
     pub fn set_topic_subscribe_info(&self, topic: &str, info: Vec<MessageQueue>) {
         if self.subscription_inner.read().contains_key(topic) {
             self.topic_subscribe_info_table
@@ -170,6 +181,7 @@ impl RebalanceImpl {
         }
     }
 
+    /// The readable queues of `topic`, if its route is known.
     pub fn topic_subscribe_info(&self, topic: &str) -> Option<HashSet<MessageQueue>> {
         self.topic_subscribe_info_table.read().get(topic).cloned()
     }
@@ -182,10 +194,12 @@ impl RebalanceImpl {
 
     // ---- the process-queue table ------------------------------------------------------------
 
+    /// The process queue of an owned queue.
     pub fn process_queue(&self, mq: &MessageQueue) -> Option<Arc<ProcessQueue>> {
         self.process_queue_table.read().get(mq).cloned()
     }
 
+    /// Every owned queue with its process queue.
     pub fn process_queue_table(&self) -> Vec<(MessageQueue, Arc<ProcessQueue>)> {
         self.process_queue_table
             .read()
