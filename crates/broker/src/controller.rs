@@ -126,7 +126,10 @@ impl BrokerController {
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         if let Some(listener) = metrics_listener {
             tracing::info!(addr = ?metrics_addr, "metrics endpoint listening at /metrics");
-            tasks.push(crate::metrics::serve(listener, &ctx));
+            match crate::metrics::serve(listener, &ctx) {
+                Ok(task) => tasks.push(task),
+                Err(e) => tracing::error!(error = %e, "metrics endpoint not started"),
+            }
         }
 
         let server = server.start();

@@ -8,19 +8,14 @@
 //! queues that have one; a queue already caught up does not pull it to zero.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Error as FmtError;
 use std::sync::{Arc, Weak};
 
 use comet_protocol::body::{ConsumeType, perm};
 use comet_protocol::naming::{RETRY_GROUP_TOPIC_PREFIX, is_retry_topic};
 use comet_protocol::time::now_millis;
 use comet_protocol::version::version_name;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::registry::Unit;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
 use crate::context::BrokerContext;
 
@@ -46,41 +41,78 @@ impl BrokerCollector {
 }
 
 impl Collector for BrokerCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), FmtError> {
+    /// The families change with the broker's topics and groups, so none is declared up front.
+    fn desc(&self) -> Vec<&Desc> {
+        Vec::new()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
         let Some(ctx) = self.ctx.upgrade() else {
-            return Ok(());
+            return Vec::new();
         };
-        encode_metadata(&ctx, &mut encoder)?;
-        encode_connections(&ctx, &mut encoder)?;
-        encode_lag(&ctx, &mut encoder)?;
-        encode_storage(&ctx, &mut encoder)?;
-        encode_comet(&ctx, &mut encoder)
+        let mut out = Families::default();
+        collect_metadata(&ctx, &mut out);
+        collect_connections(&ctx, &mut out);
+        collect_lag(&ctx, &mut out);
+        collect_storage(&ctx, &mut out);
+        collect_comet(&ctx, &mut out);
+        out.0
     }
 }
 
-fn gauge(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<Unit>,
-    rows: &[(Labels, i64)],
-) -> Result<(), FmtError> {
-    let mut metric = encoder.encode_descriptor(name, help, unit.as_ref(), MetricType::Gauge)?;
-    for (labels, value) in rows {
-        ConstGauge::new(*value).encode(metric.encode_family(labels)?)?;
+/// The families of one scrape.
+#[derive(Default)]
+struct Families(Vec<MetricFamily>);
+
+impl Families {
+    fn family(&mut self, name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) {
+        let mut family = MetricFamily::default();
+        family.set_name(name.to_owned());
+        family.set_help(help.to_owned());
+        family.set_field_type(kind);
+        family.set_metric(metrics);
+        self.0.push(family);
     }
-    Ok(())
+
+    /// A gauge with one series per row. A family without rows is left out (the text format has
+    /// no empty families).
+    fn gauge(&mut self, name: &str, help: &str, rows: &[(Labels, i64)]) {
+        if rows.is_empty() {
+            return;
+        }
+        let metrics = rows
+            .iter()
+            .map(|(labels, value)| {
+                let mut gauge = Gauge::default();
+                gauge.set_value(*value as f64);
+                let mut metric = Metric::from_gauge(gauge);
+                metric.set_label(label_pairs(labels));
+                metric
+            })
+            .collect();
+        self.family(name, help, MetricType::GAUGE, metrics);
+    }
+
+    /// A counter without labels; `name` ends with `_total`.
+    fn counter(&mut self, name: &str, help: &str, value: u64) {
+        let mut counter = Counter::default();
+        counter.set_value(value as f64);
+        let mut metric = Metric::default();
+        metric.set_counter(counter);
+        self.family(name, help, MetricType::COUNTER, vec![metric]);
+    }
 }
 
-/// A counter; the encoder adds the `_total` suffix to `name`.
-fn counter(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: u64,
-) -> Result<(), FmtError> {
-    let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-    ConstCounter::new(value).encode(metric)
+fn label_pairs(labels: &Labels) -> Vec<LabelPair> {
+    labels
+        .iter()
+        .map(|(k, v)| {
+            let mut pair = LabelPair::default();
+            pair.set_name((*k).to_owned());
+            pair.set_value(v.clone());
+            pair
+        })
+        .collect()
 }
 
 fn one(value: i64) -> [(Labels, i64); 1] {
@@ -100,34 +132,25 @@ fn version_label(ordinal: i32) -> String {
     version_name(ordinal).map_or_else(|| ordinal.to_string(), str::to_ascii_lowercase)
 }
 
-fn encode_metadata(ctx: &BrokerContext, encoder: &mut DescriptorEncoder) -> Result<(), FmtError> {
-    gauge(
-        encoder,
+fn collect_metadata(ctx: &BrokerContext, out: &mut Families) {
+    out.gauge(
         "rocketmq_broker_permission",
         "Broker permission",
-        None,
         &one(i64::from(ctx.config.broker_permission)),
-    )?;
-    gauge(
-        encoder,
+    );
+    out.gauge(
         "rocketmq_topic_number",
         "Active topic number",
-        None,
         &one(ctx.topic_config.len() as i64),
-    )?;
-    gauge(
-        encoder,
+    );
+    out.gauge(
         "rocketmq_consumer_group_number",
         "Active subscription group number",
-        None,
         &one(ctx.subscription_groups.all().len() as i64),
-    )
+    );
 }
 
-fn encode_connections(
-    ctx: &BrokerContext,
-    encoder: &mut DescriptorEncoder,
-) -> Result<(), FmtError> {
+fn collect_connections(ctx: &BrokerContext, out: &mut Families) {
     let mut producers: BTreeMap<(String, String), i64> = BTreeMap::new();
     for group in ctx.producers.groups() {
         for info in ctx.producers.group_channels(&group) {
@@ -149,13 +172,11 @@ fn encode_connections(
             (labels, n)
         })
         .collect();
-    gauge(
-        encoder,
+    out.gauge(
         "rocketmq_producer_connections",
         "Producer connections",
-        None,
         &rows,
-    )?;
+    );
 
     let mut consumers: BTreeMap<(String, String, String, &'static str), i64> = BTreeMap::new();
     for group in ctx.consumers.groups() {
@@ -192,13 +213,11 @@ fn encode_connections(
             (labels, n)
         })
         .collect();
-    gauge(
-        encoder,
+    out.gauge(
         "rocketmq_consumer_connections",
         "Consumer connections",
-        None,
         &rows,
-    )
+    );
 }
 
 /// One group's backlog on one topic: messages not yet consumed, and the store time of the oldest
@@ -254,7 +273,7 @@ fn lag_topics(ctx: &BrokerContext, group: &str) -> BTreeSet<String> {
     topics
 }
 
-fn encode_lag(ctx: &BrokerContext, encoder: &mut DescriptorEncoder) -> Result<(), FmtError> {
+fn collect_lag(ctx: &BrokerContext, out: &mut Families) {
     let now = now_millis();
     let broker_perm = ctx.config.broker_permission;
     let mut messages = Vec::new();
@@ -290,23 +309,19 @@ fn encode_lag(ctx: &BrokerContext, encoder: &mut DescriptorEncoder) -> Result<()
             latency.push((labels, age));
         }
     }
-    gauge(
-        encoder,
+    out.gauge(
         "rocketmq_consumer_lag_messages",
         "Consumer lag messages",
-        None,
         &messages,
-    )?;
-    gauge(
-        encoder,
-        "rocketmq_consumer_lag_latency",
+    );
+    out.gauge(
+        "rocketmq_consumer_lag_latency_milliseconds",
         "Consumer lag time",
-        Some(Unit::Other("milliseconds".to_owned())),
         &latency,
-    )
+    );
 }
 
-fn encode_storage(ctx: &BrokerContext, encoder: &mut DescriptorEncoder) -> Result<(), FmtError> {
+fn collect_storage(ctx: &BrokerContext, out: &mut Families) {
     let storage: Labels = vec![
         ("storage_type", "local".to_owned()),
         ("storage_medium", "disk".to_owned()),
@@ -319,28 +334,22 @@ fn encode_storage(ctx: &BrokerContext, encoder: &mut DescriptorEncoder) -> Resul
         .map(|u| (storage.clone(), i64::try_from(u).unwrap_or(i64::MAX)))
         .into_iter()
         .collect();
-    gauge(
-        encoder,
-        "rocketmq_storage_size",
+    out.gauge(
+        "rocketmq_storage_size_bytes",
         "Broker storage size",
-        Some(Unit::Bytes),
         &size_rows,
-    )?;
+    );
     let flush_behind = (stats.commit_log_max_offset - stats.commit_log_flushed_offset).max(0);
-    gauge(
-        encoder,
-        "rocketmq_storage_flush_behind",
+    out.gauge(
+        "rocketmq_storage_flush_behind_bytes",
         "Broker flush behind bytes",
-        Some(Unit::Bytes),
         &[(storage.clone(), flush_behind)],
-    )?;
-    gauge(
-        encoder,
-        "rocketmq_storage_dispatch_behind",
+    );
+    out.gauge(
+        "rocketmq_storage_dispatch_behind_bytes",
         "Broker dispatch behind bytes",
-        Some(Unit::Bytes),
         &[(storage.clone(), stats.dispatch_behind_bytes.max(0))],
-    )?;
+    );
     let oldest = ctx
         .store
         .lookup_message_by_offset(stats.commit_log_min_offset)
@@ -350,71 +359,63 @@ fn encode_storage(ctx: &BrokerContext, encoder: &mut DescriptorEncoder) -> Resul
         .map(|t| (storage, (now_millis() - t).max(0)))
         .into_iter()
         .collect();
-    gauge(
-        encoder,
-        "rocketmq_storage_message_reserve_time",
+    out.gauge(
+        "rocketmq_storage_message_reserve_time_milliseconds",
         "Broker message reserve time",
-        Some(Unit::Other("milliseconds".to_owned())),
         &reserve,
-    )
+    );
 }
 
-fn encode_comet(ctx: &Arc<BrokerContext>, encoder: &mut DescriptorEncoder) -> Result<(), FmtError> {
+fn collect_comet(ctx: &Arc<BrokerContext>, out: &mut Families) {
     let s = ctx.store.stats();
-    counter(
-        encoder,
-        "comet_store_put_messages",
-        "Messages appended to the CommitLog",
-        s.put_message_times_total,
-    )?;
-    counter(
-        encoder,
-        "comet_store_put_bytes",
-        "Bytes appended to the CommitLog",
-        s.put_message_size_total,
-    )?;
-    counter(
-        encoder,
-        "comet_store_put_failures",
-        "Appends refused by the store",
-        s.put_message_failed_times,
-    )?;
-    counter(
-        encoder,
-        "comet_store_flush_timeouts",
-        "SYNC_FLUSH appends answered before their flush completed",
-        s.put_message_flush_timeouts,
-    )?;
-    counter(
-        encoder,
-        "comet_store_get_found",
-        "Reads that found messages",
-        s.get_message_times_found,
-    )?;
-    counter(
-        encoder,
-        "comet_store_get_miss",
-        "Reads that found none",
-        s.get_message_times_miss,
-    )?;
-    counter(
-        encoder,
-        "comet_store_dispatched_records",
-        "Records dispatched to ConsumeQueues and the index",
-        s.dispatched_records,
-    )?;
-    gauge(
-        encoder,
+    let counters = [
+        (
+            "comet_store_put_messages_total",
+            "Messages appended to the CommitLog",
+            s.put_message_times_total,
+        ),
+        (
+            "comet_store_put_bytes_total",
+            "Bytes appended to the CommitLog",
+            s.put_message_size_total,
+        ),
+        (
+            "comet_store_put_failures_total",
+            "Appends refused by the store",
+            s.put_message_failed_times,
+        ),
+        (
+            "comet_store_flush_timeouts_total",
+            "SYNC_FLUSH appends answered before their flush completed",
+            s.put_message_flush_timeouts,
+        ),
+        (
+            "comet_store_get_found_total",
+            "Reads that found messages",
+            s.get_message_times_found,
+        ),
+        (
+            "comet_store_get_miss_total",
+            "Reads that found none",
+            s.get_message_times_miss,
+        ),
+        (
+            "comet_store_dispatched_records_total",
+            "Records dispatched to ConsumeQueues and the index",
+            s.dispatched_records,
+        ),
+    ];
+    for (name, help, value) in counters {
+        out.counter(name, help, value);
+    }
+    out.gauge(
         "comet_pull_held_requests",
         "Pulls held by long polling",
-        None,
         &one(ctx.pull_hold.held_count() as i64),
-    )?;
-    gauge(
-        encoder,
+    );
+    out.gauge(
         "comet_ha_slaves",
         "Slaves replicating from this broker",
-        None,
         &one(ctx.replication.master.slaves().len() as i64),
-    )
+    );
 }

@@ -1,14 +1,15 @@
 //! The metrics endpoint (`metricsExporterType=PROM`): `GET /metrics` answers the broker's
-//! figures in the Prometheus text format (OpenMetrics 1.0), under the names and label keys of
-//! Apache RocketMQ 5.x's broker where Comet has the feature, and Comet's own under `comet_`.
+//! figures in the Prometheus text format (0.0.4, as Apache's exporter serves it), under the names
+//! and label keys of Apache RocketMQ 5.x's broker where Comet has the feature, and Comet's own
+//! under `comet_`.
 //!
 //! Every series carries `cluster`, `node_type="broker"` and `node_id` (the broker name), plus the
 //! `metricsLabel` pairs. Figures are read when scraped ([`gauges`]): lag comes from the stored
 //! offsets, so it keeps growing while a group has no consumer online.
 //!
-//! Units follow the OpenMetrics rule that a metric with a unit ends with it, which is also what
-//! Apache's exporter writes for its samples: `rocketmq_consumer_lag_latency_milliseconds`,
-//! `rocketmq_storage_size_bytes`.
+//! A metric with a unit ends with it, as Apache's exporter writes its samples:
+//! `rocketmq_consumer_lag_latency_milliseconds`, `rocketmq_storage_size_bytes`. Prometheus'
+//! naming advice prefers seconds; the Apache names win, so existing dashboards keep working.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use prometheus_client::registry::Registry;
+use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -31,23 +32,18 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The registry of one broker: its constant labels and the scrape-time collector.
-pub fn registry(ctx: &Arc<BrokerContext>) -> Registry {
+pub fn registry(ctx: &Arc<BrokerContext>) -> Result<Registry, prometheus::Error> {
     let config = &ctx.config;
-    let mut labels: Vec<(
-        std::borrow::Cow<'static, str>,
-        std::borrow::Cow<'static, str>,
-    )> = vec![
-        ("cluster".into(), config.broker_cluster_name.clone().into()),
-        ("node_type".into(), "broker".into()),
-        ("node_id".into(), config.broker_name.clone().into()),
-    ];
+    let mut labels = std::collections::HashMap::from([
+        ("cluster".to_owned(), config.broker_cluster_name.clone()),
+        ("node_type".to_owned(), "broker".to_owned()),
+        ("node_id".to_owned(), config.broker_name.clone()),
+    ]);
     // Validation has checked the pairs; a broker started without it gets none of them.
-    for (k, v) in config.metrics_labels().unwrap_or_default() {
-        labels.push((k.into(), v.into()));
-    }
-    let mut registry = Registry::with_labels(labels.into_iter());
-    registry.register_collector(Box::new(gauges::BrokerCollector::new(Arc::downgrade(ctx))));
-    registry
+    labels.extend(config.metrics_labels().unwrap_or_default());
+    let registry = Registry::new_custom(None, Some(labels))?;
+    registry.register(Box::new(gauges::BrokerCollector::new(Arc::downgrade(ctx))))?;
+    Ok(registry)
 }
 
 /// Binds the metrics endpoint.
@@ -56,34 +52,38 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {
-    let mut text = String::new();
-    match prometheus_client::encoding::text::encode(&mut text, &registry) {
+    let encoder = TextEncoder::new();
+    let mut text = Vec::new();
+    match encoder.encode(&registry.gather(), &mut text) {
         Ok(()) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)],
+            [(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)],
             text,
         ),
         Err(e) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            format!("encoding the metrics failed: {e}\n"),
+            format!("encoding the metrics failed: {e}\n").into_bytes(),
         ),
     }
 }
 
 /// Serves `/metrics` on `listener` until the broker shuts down.
-pub fn serve(listener: TcpListener, ctx: &Arc<BrokerContext>) -> JoinHandle<()> {
-    let registry = Arc::new(registry(ctx));
+pub fn serve(
+    listener: TcpListener,
+    ctx: &Arc<BrokerContext>,
+) -> Result<JoinHandle<()>, prometheus::Error> {
+    let registry = Arc::new(registry(ctx)?);
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(registry);
     let stop = ctx.shutdown.clone();
-    tokio::spawn(async move {
+    Ok(tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })
             .await;
         if let Err(e) = served {
             tracing::error!(error = %e, "metrics endpoint stopped");
         }
-    })
+    }))
 }
