@@ -39,8 +39,11 @@ async fn clustering_consumer_gets_every_message_and_shutdown_persists_offsets() 
     )
     .await;
     assert_eq!(consumer.service_state(), ServiceState::Running);
-    // Starting a running consumer is a no-op.
-    consumer.start().await.expect("second start is skipped");
+    // Starting a running consumer is refused, as in Java.
+    assert!(matches!(
+        consumer.start().await,
+        Err(ClientError::NotStartable { .. })
+    ));
 
     let mut seen = Vec::new();
     collect_bodies(&mut rx, &mut seen, &bodies).await;
@@ -70,7 +73,7 @@ async fn clustering_consumer_gets_every_message_and_shutdown_persists_offsets() 
     // A shut down consumer cannot be restarted.
     assert!(matches!(
         consumer.start().await,
-        Err(ClientError::ServiceState { .. })
+        Err(ClientError::NotStartable { .. })
     ));
     producer.shutdown().await;
     cluster.shutdown().await;
@@ -570,10 +573,10 @@ async fn duplicate_group_in_one_instance_is_rejected() {
     assert_eq!(second.service_state(), ServiceState::CreateJust);
     assert_eq!(first.service_state(), ServiceState::Running);
 
-    // Without a listener, start fails and the state stays startable.
+    // Without a listener, the configuration check fails the start, which stays START_FAILED.
     let no_listener = DefaultMQPushConsumer::new(consumer_config(&cluster, "other", &instance));
     assert!(no_listener.start().await.is_err());
-    assert_eq!(no_listener.service_state(), ServiceState::CreateJust);
+    assert_eq!(no_listener.service_state(), ServiceState::StartFailed);
 
     first.shutdown().await;
     cluster.shutdown().await;
