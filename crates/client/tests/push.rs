@@ -431,11 +431,12 @@ async fn flow_control_engages_at_count_span_and_size_thresholds() {
     collect_bodies(&mut rx, &mut seen, &bodies).await;
     spanned.shutdown().await;
 
-    // Size: a threshold of 0 MiB engages once a whole MiB is cached.
+    // Size: the smallest threshold Java accepts, 1 MiB, engages once two whole MiB are cached
+    // (the cached size is compared in whole MiB).
     let big_topic = "PushFlowSize";
     cluster.create_topic(big_topic, 1).await;
     let mut big = Vec::new();
-    for i in 0..3u8 {
+    for i in 0..5u8 {
         // Incompressible bodies, so the cached size is what was sent.
         let mut state = 0x9E37_79B9_u32 ^ u32::from(i);
         let body: Vec<u8> = (0..450 * 1024)
@@ -457,7 +458,7 @@ async fn flow_control_engages_at_count_span_and_size_thresholds() {
     }
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let mut config = consumer_config(&cluster, "flow_size", &unique_instance("flow"));
-    config.pull_threshold_size_for_queue = 0;
+    config.pull_threshold_size_for_queue = 1;
     let (listener, mut rx) = reporting_listener_with("fz", Some(Arc::clone(&gate)), |_| {
         ConsumeConcurrentlyStatus::ConsumeSuccess
     });
@@ -473,10 +474,10 @@ async fn flow_control_engages_at_count_span_and_size_thresholds() {
     let pq = sized
         .process_queue(&MessageQueue::new(big_topic, &broker, 0))
         .expect("owned");
-    assert!(pq.msg_size() >= 1024 * 1024);
+    assert!(pq.msg_size() >= 2 * 1024 * 1024);
     gate.add_permits(1000);
     let mut seen = Vec::new();
-    collect_until(&mut rx, &mut seen, |s| s.len() >= 3).await;
+    collect_until(&mut rx, &mut seen, |s| s.len() >= 5).await;
     sized.shutdown().await;
 
     producer.shutdown().await;

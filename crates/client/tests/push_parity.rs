@@ -471,7 +471,7 @@ async fn a_short_pull_max_idle_expires_an_idle_queue() {
     config.pull_max_idle_ms = 200;
     let (listener, _rx) = reporting_listener("idle");
     let consumer = start_consumer(config, topic, listener).await;
-    let mq = MessageQueue::new(topic, &cluster.broker_name(), 0);
+    let mq = MessageQueue::new(topic, cluster.broker_name(), 0);
     assert!(
         wait_until(|| {
             let pq = consumer.process_queue(&mq);
@@ -525,7 +525,7 @@ async fn offset_illegal_waits_out_the_fix_delay() {
     config.offset_illegal_fix_delay = Duration::from_secs(3600);
     let (listener, _rx) = reporting_listener("illwait");
     let consumer = start_consumer(config, topic, listener).await;
-    let mq = MessageQueue::new(topic, &cluster.broker_name(), 0);
+    let mq = MessageQueue::new(topic, cluster.broker_name(), 0);
     assert!(
         wait_until(|| {
             let pq = consumer.process_queue(&mq);
