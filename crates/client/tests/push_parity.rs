@@ -78,7 +78,7 @@ fn cached(consumer: &DefaultMQPushConsumer) -> i64 {
 }
 
 /// With a backlog, exactly `consume_thread_min` listener calls run at once (Java's pool never
-/// grows past its core size), and `update_core_pool_size` raises that while running.
+/// grows past its core size), and `update_core_pool_size` raises or lowers that while running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_consumption_runs_consume_thread_min_calls() {
     let cluster = Cluster::start().await;
@@ -128,6 +128,21 @@ async fn concurrent_consumption_runs_consume_thread_min_calls() {
         })
         .await,
         "a larger core size runs more calls"
+    );
+
+    // Shrinking: the workers whose calls end beyond the new size retire.
+    assert!(consumer.update_core_pool_size(2));
+    listener.gate.add_permits(3);
+    assert!(
+        wait_until(|| {
+            let running = listener.current.load(Ordering::SeqCst);
+            let done = listener.done.load(Ordering::SeqCst);
+            async move { running == 2 && done == 3 }
+        })
+        .await,
+        "a smaller core size runs fewer calls (running {}, done {})",
+        listener.current.load(Ordering::SeqCst),
+        listener.done.load(Ordering::SeqCst)
     );
 
     listener.gate.add_permits(1000);
@@ -374,7 +389,14 @@ async fn two_consumers_of_one_group_in_one_process_both_start() {
     }
     assert!(
         wait_until(|| {
-            let (a, b) = (first.owned_queues().len(), second.owned_queues().len());
+            // The group's retry topic may be owned too: count the subscribed topic's queues.
+            let owned = |c: &DefaultMQPushConsumer| {
+                c.owned_queues()
+                    .iter()
+                    .filter(|mq| mq.topic == topic)
+                    .count()
+            };
+            let (a, b) = (owned(&first), owned(&second));
             async move { a == 2 && b == 2 }
         })
         .await,
