@@ -3,9 +3,11 @@
 //!
 //! The client id (`ip@instanceName[@unitName]`) is how a broker tells the members of a consumer
 //! group apart, and rebalance sorts by it, so two consumers of one group in one process must not
-//! share it: that is why clustering consumers replace the default instance name with the process id
-//! ([`ClientConfig::change_instance_name_to_pid`]). Producers and consumers whose configs yield the
-//! same client id share one [`crate::MQClientInstance`].
+//! share it: that is why producers and clustering consumers replace the default instance name with
+//! the process id and a nanosecond clock reading ([`ClientConfig::change_instance_name_to_pid`]),
+//! which also gives each of them its own client instance within one process. Producers and
+//! consumers whose configs yield the same client id (an instance name set explicitly) share one
+//! [`crate::MQClientInstance`].
 
 /// TLS settings of a client: server name, trust roots (system or a PEM file) and RocketMQ's test
 /// mode (`insecure_skip_verify`, for brokers with self-signed certificates).
@@ -124,11 +126,15 @@ impl ClientConfig {
         id
     }
 
-    /// Replaces the instance name with the process id when it is still the default, so that
-    /// clustering consumers in different processes on one host get different client ids.
+    /// Replaces the instance name with `<pid>#<nanoseconds>` when it is still the default, as the
+    /// Java client does: clients in different processes on one host get different client ids,
+    /// and so do two producers or consumers of one process, each then running its own client
+    /// instance (two consumers of one group in one process are two members of the group instead
+    /// of a duplicate registration). An instance name set explicitly is kept, so configs naming
+    /// the same instance still share it.
     pub fn change_instance_name_to_pid(&mut self) {
         if self.instance_name == DEFAULT_INSTANCE_NAME {
-            self.instance_name = std::process::id().to_string();
+            self.instance_name = format!("{}#{}", std::process::id(), unique_nanos());
         }
     }
 
@@ -195,6 +201,61 @@ pub fn local_ip() -> IpAddr {
     }
 }
 
+/// A nanosecond clock reading that differs from every earlier one of this process (Java's
+/// `System.nanoTime()` in the instance name): wall-clock nanoseconds, bumped past the previous
+/// reading when the clock is coarse or steps back.
+fn unique_nanos() -> u64 {
+    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let mut prev = LAST.load(std::sync::atomic::Ordering::Relaxed);
+    loop {
+        let next = now.max(prev.saturating_add(1));
+        match LAST.compare_exchange_weak(
+            prev,
+            next,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        ) {
+            Ok(_) => return next,
+            Err(seen) => prev = seen,
+        }
+    }
+}
+
+/// A millisecond setting read from the environment under a Java system property name, e.g.
+/// `rocketmq.client.rebalance.lockMaxLiveTime`, or its upper-case form with `_` for `.`
+/// (`ROCKETMQ_CLIENT_REBALANCE_LOCKMAXLIVETIME`), which shells can export; the property name
+/// wins when both are set. Unset gives `default_ms`; a value that is not a non-negative integer
+/// is logged and also gives `default_ms`.
+pub fn millis_from_env(property: &str, default_ms: u64) -> u64 {
+    millis_from_lookup(property, default_ms, |name| std::env::var(name).ok())
+}
+
+/// [`millis_from_env`] over any variable lookup (`lookup(name)` is the variable's value).
+pub fn millis_from_lookup(
+    property: &str,
+    default_ms: u64,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> u64 {
+    let upper = property.replace('.', "_").to_ascii_uppercase();
+    let Some((name, raw)) = [property, upper.as_str()]
+        .into_iter()
+        .find_map(|name| lookup(name).map(|v| (name.to_owned(), v)))
+    else {
+        return default_ms;
+    };
+    match raw.trim().parse::<u64>() {
+        Ok(ms) => ms,
+        Err(e) => {
+            tracing::warn!(variable = %name, value = %raw, default_ms, error = %e,
+                "ignoring an unparsable millisecond setting");
+            default_ms
+        }
+    }
+}
+
 fn rebalance_interval_from_env() -> Duration {
     std::env::var(REBALANCE_INTERVAL_ENV)
         .ok()
@@ -219,14 +280,65 @@ mod tests {
     }
 
     #[test]
-    fn instance_name_becomes_pid_only_when_default() {
+    fn instance_name_becomes_pid_and_nanos_only_when_default() {
         let mut config = ClientConfig::new("127.0.0.1:9876");
         config.change_instance_name_to_pid();
-        assert_eq!(config.instance_name, std::process::id().to_string());
+        let (pid, nanos) = config.instance_name.split_once('#').expect("pid#nanos");
+        assert_eq!(pid, std::process::id().to_string());
+        assert!(nanos.parse::<u64>().is_ok(), "{}", config.instance_name);
+        let mut other = ClientConfig::new("127.0.0.1:9876");
+        other.change_instance_name_to_pid();
+        assert_ne!(other.instance_name, config.instance_name);
         let mut named = ClientConfig::new("127.0.0.1:9876");
         named.instance_name = "mine".to_string();
         named.change_instance_name_to_pid();
         assert_eq!(named.instance_name, "mine");
+    }
+
+    #[test]
+    fn millis_from_env_reads_both_spellings_and_falls_back_on_garbage() {
+        const PROP: &str = "rocketmq.client.rebalance.lockMaxLiveTime";
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert_eq!(millis_from_lookup(PROP, 30_000, env(&[])), 30_000);
+        assert_eq!(
+            millis_from_lookup(PROP, 30_000, env(&[(PROP, " 250 ")])),
+            250
+        );
+        assert_eq!(
+            millis_from_lookup(
+                PROP,
+                30_000,
+                env(&[("ROCKETMQ_CLIENT_REBALANCE_LOCKMAXLIVETIME", "42")])
+            ),
+            42
+        );
+        assert_eq!(
+            millis_from_lookup(
+                PROP,
+                30_000,
+                env(&[
+                    (PROP, "7"),
+                    ("ROCKETMQ_CLIENT_REBALANCE_LOCKMAXLIVETIME", "42")
+                ])
+            ),
+            7
+        );
+        assert_eq!(
+            millis_from_lookup(PROP, 30_000, env(&[(PROP, "soon")])),
+            30_000
+        );
+        assert_eq!(
+            millis_from_lookup(PROP, 30_000, env(&[(PROP, "-5")])),
+            30_000
+        );
+        assert_eq!(millis_from_env("comet.test.neverSet.anywhere", 9), 9);
     }
 
     #[test]

@@ -87,6 +87,16 @@ pub enum ClientError {
     /// Any other client-side failure.
     #[error("{0}")]
     Client(String),
+    /// `start` of a producer or consumer that is not in CREATE_JUST: it is running, an earlier
+    /// start of it failed (START_FAILED), or it was shut down. The Java client refuses these
+    /// starts with the same words.
+    #[error("The {service} service state not OK, maybe started once, {state}")]
+    NotStartable {
+        /// Which kind of client refused: `PushConsumer`, `producer`, `PullConsumer`, ...
+        service: &'static str,
+        /// The state it was in (`RUNNING`, `START_FAILED`, `SHUTDOWN_ALREADY`).
+        state: String,
+    },
 }
 
 impl ClientError {

@@ -39,8 +39,11 @@ async fn clustering_consumer_gets_every_message_and_shutdown_persists_offsets() 
     )
     .await;
     assert_eq!(consumer.service_state(), ServiceState::Running);
-    // Starting a running consumer is a no-op.
-    consumer.start().await.expect("second start is skipped");
+    // Starting a running consumer is refused, as in Java.
+    assert!(matches!(
+        consumer.start().await,
+        Err(ClientError::NotStartable { .. })
+    ));
 
     let mut seen = Vec::new();
     collect_bodies(&mut rx, &mut seen, &bodies).await;
@@ -70,7 +73,7 @@ async fn clustering_consumer_gets_every_message_and_shutdown_persists_offsets() 
     // A shut down consumer cannot be restarted.
     assert!(matches!(
         consumer.start().await,
-        Err(ClientError::ServiceState { .. })
+        Err(ClientError::NotStartable { .. })
     ));
     producer.shutdown().await;
     cluster.shutdown().await;
@@ -428,11 +431,12 @@ async fn flow_control_engages_at_count_span_and_size_thresholds() {
     collect_bodies(&mut rx, &mut seen, &bodies).await;
     spanned.shutdown().await;
 
-    // Size: a threshold of 0 MiB engages once a whole MiB is cached.
+    // Size: the smallest threshold Java accepts, 1 MiB, engages once two whole MiB are cached
+    // (the cached size is compared in whole MiB).
     let big_topic = "PushFlowSize";
     cluster.create_topic(big_topic, 1).await;
     let mut big = Vec::new();
-    for i in 0..3u8 {
+    for i in 0..5u8 {
         // Incompressible bodies, so the cached size is what was sent.
         let mut state = 0x9E37_79B9_u32 ^ u32::from(i);
         let body: Vec<u8> = (0..450 * 1024)
@@ -454,7 +458,7 @@ async fn flow_control_engages_at_count_span_and_size_thresholds() {
     }
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let mut config = consumer_config(&cluster, "flow_size", &unique_instance("flow"));
-    config.pull_threshold_size_for_queue = 0;
+    config.pull_threshold_size_for_queue = 1;
     let (listener, mut rx) = reporting_listener_with("fz", Some(Arc::clone(&gate)), |_| {
         ConsumeConcurrentlyStatus::ConsumeSuccess
     });
@@ -470,10 +474,10 @@ async fn flow_control_engages_at_count_span_and_size_thresholds() {
     let pq = sized
         .process_queue(&MessageQueue::new(big_topic, &broker, 0))
         .expect("owned");
-    assert!(pq.msg_size() >= 1024 * 1024);
+    assert!(pq.msg_size() >= 2 * 1024 * 1024);
     gate.add_permits(1000);
     let mut seen = Vec::new();
-    collect_until(&mut rx, &mut seen, |s| s.len() >= 3).await;
+    collect_until(&mut rx, &mut seen, |s| s.len() >= 5).await;
     sized.shutdown().await;
 
     producer.shutdown().await;
@@ -570,10 +574,10 @@ async fn duplicate_group_in_one_instance_is_rejected() {
     assert_eq!(second.service_state(), ServiceState::CreateJust);
     assert_eq!(first.service_state(), ServiceState::Running);
 
-    // Without a listener, start fails and the state stays startable.
+    // Without a listener, the configuration check fails the start, which stays START_FAILED.
     let no_listener = DefaultMQPushConsumer::new(consumer_config(&cluster, "other", &instance));
     assert!(no_listener.start().await.is_err());
-    assert_eq!(no_listener.service_state(), ServiceState::CreateJust);
+    assert_eq!(no_listener.service_state(), ServiceState::StartFailed);
 
     first.shutdown().await;
     cluster.shutdown().await;

@@ -417,14 +417,22 @@ impl ProcessQueue {
 
     /// Whether the client-side view of the broker lock is too old to trust.
     pub fn is_lock_expired(&self) -> bool {
-        now_millis() - self.last_lock_timestamp.load(Ordering::Relaxed)
-            > duration_millis(REBALANCE_LOCK_MAX_LIVE_TIME)
+        self.is_lock_expired_after(REBALANCE_LOCK_MAX_LIVE_TIME)
+    }
+
+    /// Whether the broker lock was last taken or renewed longer than `max_live` ago.
+    pub fn is_lock_expired_after(&self, max_live: Duration) -> bool {
+        now_millis() - self.last_lock_timestamp.load(Ordering::Relaxed) > duration_millis(max_live)
     }
 
     /// Whether nobody pulled this queue for [`PULL_MAX_IDLE_TIME`].
     pub fn is_pull_expired(&self) -> bool {
-        now_millis() - self.last_pull_timestamp.load(Ordering::Relaxed)
-            > duration_millis(PULL_MAX_IDLE_TIME)
+        self.is_pull_expired_after(PULL_MAX_IDLE_TIME)
+    }
+
+    /// Whether nobody pulled this queue for longer than `max_idle`.
+    pub fn is_pull_expired_after(&self, max_idle: Duration) -> bool {
+        now_millis() - self.last_pull_timestamp.load(Ordering::Relaxed) > duration_millis(max_idle)
     }
 
     /// When the queue was last pulled (epoch ms).

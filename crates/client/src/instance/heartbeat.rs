@@ -34,7 +34,7 @@ impl MQClientInstance {
                 message_model: c.message_model(),
                 consume_from_where: c.consume_from_where(),
                 subscription_data_set: c.subscriptions(),
-                unit_mode: false,
+                unit_mode: c.unit_mode(),
             })
             .collect();
         consumer_data_set.sort_by(|a, b| a.group_name.cmp(&b.group_name));

@@ -123,6 +123,10 @@ pub trait MQConsumerInner: Send + Sync + 'static {
     fn consumer_offsets(&self, _topic: &str) -> HashMap<MessageQueue, i64> {
         HashMap::new()
     }
+    /// The `unitMode` the heartbeat announces for the group (Java's `isUnitMode`).
+    fn unit_mode(&self) -> bool {
+        false
+    }
 }
 
 /// What the instance needs from a producer.

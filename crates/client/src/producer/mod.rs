@@ -202,23 +202,30 @@ impl DefaultMQProducer {
         &self.inner.fault
     }
 
-    /// Registers the group with the (shared) client instance and starts it. A producer starts
-    /// once; a group may be registered once per client instance.
+    /// Registers the group with its client instance and starts it. As in Java, only a new
+    /// producer starts: starting one that runs, whose start failed, or that was shut down fails
+    /// with [`ClientError::NotStartable`]. A refused configuration or a failed instance start
+    /// leaves START_FAILED; a refused group registration (the group already runs in this client
+    /// instance) returns to CREATE_JUST.
     pub async fn start(&self) -> Result<()> {
         let inner = &self.inner;
         {
-            let state = inner.state.lock();
+            let mut state = inner.state.lock();
             if *state != ServiceState::CreateJust {
-                return Err(ClientError::ServiceState {
+                return Err(ClientError::NotStartable {
+                    service: "producer",
                     state: state.to_string(),
-                    needed: ServiceState::CreateJust.to_string(),
                 });
             }
+            *state = ServiceState::StartFailed;
         }
         check_group(&inner.config.producer_group)?;
         let instance = MQClientManager::get_or_create_instance(&inner.config.client);
         let as_producer: Arc<dyn MQProducerInner> = Arc::clone(inner) as Arc<dyn MQProducerInner>;
-        instance.register_producer(&inner.config.producer_group, as_producer)?;
+        if let Err(e) = instance.register_producer(&inner.config.producer_group, as_producer) {
+            *inner.state.lock() = ServiceState::CreateJust;
+            return Err(e);
+        }
         inner.publish_info.write().insert(
             inner.config.create_topic_key.clone(),
             Arc::new(placeholder(&inner.config.create_topic_key)),

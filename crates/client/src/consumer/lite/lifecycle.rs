@@ -20,15 +20,22 @@ use crate::error::{ClientError, Result};
 use crate::instance::{MQClientManager, MQConsumerInner, ServiceState};
 
 impl DefaultLitePullConsumer {
+    /// The lifecycle state (CREATE_JUST, START_FAILED, RUNNING, SHUTDOWN_ALREADY).
+    pub fn service_state(&self) -> ServiceState {
+        *self.inner.state.lock()
+    }
+
     /// Starts the client instance, the rebalance (subscribe mode) or the assigned queues' pull
-    /// tasks (assign mode). A consumer starts once.
+    /// tasks (assign mode). A consumer starts once: a second start, or one after a failed start
+    /// (left START_FAILED) or after shutdown, fails with [`ClientError::NotStartable`]; a refused
+    /// group registration alone returns to CREATE_JUST.
     pub async fn start(&self) -> Result<()> {
         {
             let mut state = self.inner.state.lock();
             if *state != ServiceState::CreateJust {
-                return Err(ClientError::ServiceState {
+                return Err(ClientError::NotStartable {
+                    service: "LitePullConsumer",
                     state: state.to_string(),
-                    needed: ServiceState::CreateJust.to_string(),
                 });
             }
             *state = ServiceState::StartFailed;
@@ -71,6 +78,8 @@ impl DefaultLitePullConsumer {
         let me: Arc<dyn MQConsumerInner> = Arc::clone(&self.inner) as Arc<dyn MQConsumerInner>;
         if let Err(e) = instance.register_consumer(&group, me) {
             *self.inner.runtime.write() = None;
+            // As in Java, only a refused registration makes the consumer startable again.
+            *self.inner.state.lock() = ServiceState::CreateJust;
             return Err(e);
         }
         if let Err(e) = instance.start().await {

@@ -396,15 +396,22 @@ impl DefaultMQPullConsumer {
         &self.inner.config
     }
 
+    /// The lifecycle state (CREATE_JUST, START_FAILED, RUNNING, SHUTDOWN_ALREADY).
+    pub fn service_state(&self) -> ServiceState {
+        *self.inner.state.lock()
+    }
+
     /// Registers the group with the client instance and starts the instance (heartbeats, offset
-    /// persistence). A consumer starts once.
+    /// persistence). A consumer starts once: a second start, or one after a failed start (left
+    /// START_FAILED) or after shutdown, fails with [`ClientError::NotStartable`]; a refused
+    /// group registration alone returns to CREATE_JUST.
     pub async fn start(&self) -> Result<()> {
         {
             let mut state = self.inner.state.lock();
             if *state != ServiceState::CreateJust {
-                return Err(ClientError::ServiceState {
+                return Err(ClientError::NotStartable {
+                    service: "PullConsumer",
                     state: state.to_string(),
-                    needed: ServiceState::CreateJust.to_string(),
                 });
             }
             *state = ServiceState::StartFailed;
@@ -425,7 +432,11 @@ impl DefaultMQPullConsumer {
         *self.inner.access.write() = Some(QueueAccess::new(Arc::clone(&instance), group.clone()));
         let as_consumer: Arc<dyn MQConsumerInner> =
             Arc::clone(&self.inner) as Arc<dyn MQConsumerInner>;
-        instance.register_consumer(&group, as_consumer)?;
+        if let Err(e) = instance.register_consumer(&group, as_consumer) {
+            // As in Java, only a refused registration makes the consumer startable again.
+            *self.inner.state.lock() = ServiceState::CreateJust;
+            return Err(e);
+        }
         if let Err(e) = instance.start().await {
             instance.unregister_consumer(&group);
             return Err(e);

@@ -1,9 +1,12 @@
 //! `ConsumeMessageConcurrentlyService`: runs a [`MessageListenerConcurrently`] on batches of
 //! `consume_message_batch_max_size` messages, any number of queues and batches at once up to
-//! `consume_thread_max`.
+//! `consume_thread_min`.
 //!
-//! Like Java's consume thread pool, a fixed set of `consume_thread_max` worker tasks takes consume
-//! requests from one queue. Spawning a task per request instead cost an allocation, a registration
+//! Like Java's consume thread pool, a set of `consume_thread_min` worker tasks takes consume
+//! requests from one queue. Java's pool has `consumeThreadMin` core threads and an unbounded work
+//! queue, and such a pool never starts a thread beyond its core size, so `consume_thread_max` only
+//! bounds the core size; [`ConsumeMessageConcurrentlyService::update_core_pool_size`] changes it
+//! while running. Spawning a task per request instead cost an allocation, a registration
 //! in the consumer's task set and a scheduling round per message (the default batch is one
 //! message) — about a sixth of the push consumer's CPU when catching up on a backlog. The request
 //! queue needs no bound of its own: every queued message is also cached in its [`ProcessQueue`],
@@ -22,7 +25,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -161,11 +164,48 @@ impl RequestQueue {
     }
 }
 
+/// The number of consume workers: the wanted one (the pool's core size) and the running one.
+/// Workers beyond the wanted number retire after their current batch.
+struct WorkerPool {
+    core: AtomicUsize,
+    running: AtomicUsize,
+    /// What new workers need, known from start on.
+    spawn: Mutex<Option<(Weak<PushConsumerInner>, CancellationToken)>>,
+}
+
+impl WorkerPool {
+    /// Claims a retirement when more workers run than wanted.
+    fn retire_if_surplus(&self) -> bool {
+        let core = self.core.load(Ordering::Acquire);
+        self.running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |running| {
+                (running > core).then(|| running - 1)
+            })
+            .is_ok()
+    }
+}
+
+/// Counts a worker out of [`WorkerPool::running`] however it ends, unless it retired (which
+/// already counted it out).
+struct WorkerSlot {
+    pool: Arc<WorkerPool>,
+    retired: bool,
+}
+
+impl Drop for WorkerSlot {
+    fn drop(&mut self) {
+        if !self.retired {
+            self.pool.running.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
 /// The concurrent consume service of one push consumer.
 pub struct ConsumeMessageConcurrentlyService {
     listener: Arc<dyn MessageListenerConcurrently>,
     queue: Arc<RequestQueue>,
-    workers: usize,
+    pool: Arc<WorkerPool>,
+    max_workers: usize,
     batch_max: usize,
     consume_timeout: Duration,
 }
@@ -178,21 +218,21 @@ impl ConsumeMessageConcurrentlyService {
         ConsumeMessageConcurrentlyService {
             listener,
             queue: Arc::new(RequestQueue::default()),
-            workers: config.consume_thread_max.max(1),
+            pool: Arc::new(WorkerPool {
+                core: AtomicUsize::new(config.consume_thread_min.max(1)),
+                running: AtomicUsize::new(0),
+                spawn: Mutex::new(None),
+            }),
+            max_workers: config.consume_thread_max.max(1),
             batch_max: config.consume_message_batch_max_size.max(1),
             consume_timeout: config.consume_timeout,
         }
     }
 
-    /// Starts the consume workers and the expired-message sweep.
+    /// Starts `consume_thread_min` consume workers and the expired-message sweep.
     pub(crate) fn start(&self, consumer: &Arc<PushConsumerInner>, stop: CancellationToken) {
-        for _ in 0..self.workers {
-            consumer.tasks.spawn(consume_worker(
-                Arc::downgrade(consumer),
-                Arc::clone(&self.queue),
-                stop.clone(),
-            ));
-        }
+        *self.pool.spawn.lock() = Some((Arc::downgrade(consumer), stop.clone()));
+        self.spawn_missing_workers();
         let period = self.consume_timeout.max(Duration::from_millis(1));
         let weak = Arc::downgrade(consumer);
         consumer.tasks.spawn(async move {
@@ -214,6 +254,58 @@ impl ConsumeMessageConcurrentlyService {
     /// Refuses further work (a start that failed).
     pub(crate) fn close(&self) {
         self.queue.close();
+    }
+
+    /// The number of consume workers wanted now (the pool's core size).
+    pub fn core_pool_size(&self) -> usize {
+        self.pool.core.load(Ordering::Acquire)
+    }
+
+    /// Java's `updateCorePoolSize`: sets how many listener calls may run at once. Sizes from 1 to
+    /// `consume_thread_max` are applied (more workers start at once; surplus ones retire as they
+    /// finish their current batch) and `true` is returned; other sizes are ignored. Java also
+    /// ignores a size equal to `consumeThreadMax`, which leaves no way to use the maximum it
+    /// advertises; here the maximum itself is accepted.
+    pub fn update_core_pool_size(&self, core_pool_size: usize) -> bool {
+        if !(1..=self.max_workers).contains(&core_pool_size) {
+            return false;
+        }
+        self.pool.core.store(core_pool_size, Ordering::Release);
+        self.spawn_missing_workers();
+        true
+    }
+
+    /// Starts workers until as many run as wanted (nothing before start).
+    fn spawn_missing_workers(&self) {
+        let Some((consumer, stop)) = self.pool.spawn.lock().clone() else {
+            return;
+        };
+        let Some(strong) = consumer.upgrade() else {
+            return;
+        };
+        loop {
+            let core = self.pool.core.load(Ordering::Acquire);
+            let claimed = self
+                .pool
+                .running
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |running| {
+                    (running < core).then_some(running + 1)
+                })
+                .is_ok();
+            if !claimed {
+                break;
+            }
+            let slot = WorkerSlot {
+                pool: Arc::clone(&self.pool),
+                retired: false,
+            };
+            strong.tasks.spawn(consume_worker(
+                consumer.clone(),
+                Arc::clone(&self.queue),
+                stop.clone(),
+                slot,
+            ));
+        }
     }
 
     /// Refuses further work and drops queued batches (their messages stay uncommitted and are
@@ -260,6 +352,7 @@ async fn consume_worker(
     consumer: Weak<PushConsumerInner>,
     queue: Arc<RequestQueue>,
     stop: CancellationToken,
+    mut slot: WorkerSlot,
 ) {
     while let Some(request) = queue.next(&stop).await {
         let Some(consumer) = consumer.upgrade() else {
@@ -268,6 +361,10 @@ async fn consume_worker(
         let run = consume_request(consumer, request.msgs, request.pq, request.mq);
         if AssertUnwindSafe(run).catch_unwind().await.is_err() {
             tracing::error!("a consume request panicked outside the listener; batch abandoned");
+        }
+        if slot.pool.retire_if_surplus() {
+            slot.retired = true;
+            break;
         }
     }
 }

@@ -22,6 +22,45 @@ impl PushConsumerInner {
         rt.rebalance.do_rebalance(self, is_order).await;
     }
 
+    /// See [`super::DefaultMQPushConsumer::reset_offset_by_timestamp`].
+    pub(super) async fn reset_offset_by_timestamp(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<(), crate::error::ClientError> {
+        let Some(rt) = self.runtime() else {
+            return Err(crate::error::ClientError::NotStartable {
+                service: "PushConsumer",
+                state: self.state.lock().to_string(),
+            });
+        };
+        let timeout = rt.instance.config().mq_client_api_timeout;
+        for sub in rt.rebalance.subscriptions() {
+            let Some(mqs) = rt.rebalance.topic_subscribe_info(&sub.topic) else {
+                continue;
+            };
+            let mut offsets = HashMap::with_capacity(mqs.len());
+            for mq in mqs {
+                let addr = rt
+                    .instance
+                    .find_broker_address_in_publish(&mq.broker_name)
+                    .ok_or_else(|| {
+                        crate::error::ClientError::Client(format!(
+                            "The broker[{}] not exist",
+                            mq.broker_name
+                        ))
+                    })?;
+                let offset = rt
+                    .instance
+                    .api()
+                    .search_offset(&addr, &mq.topic, mq.queue_id, timestamp_ms, timeout)
+                    .await?;
+                offsets.insert(mq, offset);
+            }
+            MQConsumerInner::reset_offset(self, &sub.topic, offsets).await;
+        }
+        Ok(())
+    }
+
     /// Persists the offsets of every owned queue.
     pub(super) async fn persist_offsets(&self) {
         if let Some(rt) = self.runtime() {
@@ -178,6 +217,10 @@ impl MQConsumerInner for PushConsumerInner {
             me.pause.store(false, Ordering::Release);
             me.rebalance().await;
         })
+    }
+
+    fn unit_mode(&self) -> bool {
+        self.config.read().unit_mode
     }
 
     fn consumer_offsets(&self, topic: &str) -> HashMap<MessageQueue, i64> {

@@ -11,8 +11,11 @@
 //! routes, lets brokers check subscriptions that are not tag expressions, sends a heartbeat and
 //! rebalances at once, so the first pulls do not wait for the periodic rebalance.
 //!
-//! The lifecycle follows the Java service states: CREATE_JUST → (START_FAILED while starting) →
-//! RUNNING → SHUTDOWN_ALREADY. A failed start returns to CREATE_JUST so it can be retried.
+//! The lifecycle follows the Java service states: CREATE_JUST → START_FAILED (while starting) →
+//! RUNNING → SHUTDOWN_ALREADY. As in Java, only CREATE_JUST may start: a start in any other state
+//! fails with [`ClientError::NotStartable`]. A start refused by the configuration check or by
+//! a later step stays START_FAILED (build a new consumer to try again); only a refused group
+//! registration (the group already runs in this client instance) returns to CREATE_JUST.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,21 +48,19 @@ struct CheckClientRequestBody<'a> {
 
 impl PushConsumerInner {
     /// Starts the consumer (see [`super::DefaultMQPushConsumer::start`]). START_FAILED marks a
-    /// start in progress, so a concurrent second start returns at once; a failed start stops
-    /// what it spawned and returns to CREATE_JUST.
+    /// start in progress and stays after a failed one, so any second start is refused; a failed
+    /// start stops what it spawned. A refused group registration alone returns to CREATE_JUST,
+    /// as in Java, since nothing about the consumer itself was wrong.
     pub(super) async fn start(&self) -> Result<(), ClientError> {
         {
             let mut state = self.state.lock();
-            match *state {
-                ServiceState::Running | ServiceState::StartFailed => return Ok(()),
-                ServiceState::ShutdownAlready => {
-                    return Err(ClientError::ServiceState {
-                        state: state.to_string(),
-                        needed: "CREATE_JUST (a shut down consumer cannot be restarted)".into(),
-                    });
-                }
-                ServiceState::CreateJust => *state = ServiceState::StartFailed,
+            if *state != ServiceState::CreateJust {
+                return Err(ClientError::NotStartable {
+                    service: "PushConsumer",
+                    state: state.to_string(),
+                });
             }
+            *state = ServiceState::StartFailed;
         }
         match self.start_inner().await {
             Ok(()) => Ok(()),
@@ -71,7 +72,9 @@ impl PushConsumerInner {
                     // Stops the instance only if nobody else uses it.
                     rt.instance.shutdown().await;
                 }
-                *self.state.lock() = ServiceState::CreateJust;
+                if matches!(e, ClientError::DuplicateGroup(_)) {
+                    *self.state.lock() = ServiceState::CreateJust;
+                }
                 Err(e)
             }
         }
@@ -82,10 +85,11 @@ impl PushConsumerInner {
             return Err(ClientError::Client("consumer dropped".into()));
         };
         let config = self.config.read().clone();
-        config.check()?;
-        let Some(listener) = self.listener.read().clone() else {
+        let listener = self.listener.read().clone();
+        config.check_with(listener.is_some())?;
+        let Some(listener) = listener else {
             return Err(ClientError::IllegalArgument(
-                "messageListener is null: register a listener before start".into(),
+                "messageListener is null".into(),
             ));
         };
         let runtime = self.create_runtime(&config, listener)?;

@@ -5,9 +5,8 @@
 //! pieces, as in the Java client, one file each:
 //!
 //! - **configuration** (`config.rs`): [`PushConsumerConfig`], its defaults and range check.
-//! - **lifecycle** (`lifecycle.rs`, [`ServiceState`]): CREATE_JUST → (START_FAILED while
-//!   starting) → RUNNING → SHUTDOWN_ALREADY. A failed start returns to CREATE_JUST so it can be
-//!   retried.
+//! - **lifecycle** (`lifecycle.rs`, [`ServiceState`]): CREATE_JUST → START_FAILED (while
+//!   starting, and after a failed start) → RUNNING → SHUTDOWN_ALREADY; only CREATE_JUST starts.
 //! - **rebalance** ([`RebalanceImpl`], with the push consumer's part in `rebalance_push.rs`)
 //!   decides the owned queues and creates one [`ProcessQueue`] and one
 //!   [`PullRequest`](crate::consumer::pull_request::PullRequest) per queue.
@@ -59,8 +58,11 @@ pub mod stats;
 pub use builder::PushConsumerBuilder;
 pub use concurrently::ConsumeMessageConcurrentlyService;
 pub use config::{
-    DEFAULT_MAX_RECONSUME_TIMES, MAX_BATCH_SIZE, MAX_CONSUME_THREADS, MAX_PULL_BATCH_SIZE,
-    MAX_PULL_INTERVAL, MAX_QUEUE_THRESHOLD, MAX_QUEUE_THRESHOLD_SIZE_MIB, PushConsumerConfig,
+    DEFAULT_CONSUMER_GROUP, DEFAULT_MAX_RECONSUME_TIMES, LOCK_INTERVAL_PROPERTY,
+    LOCK_MAX_LIVE_TIME_PROPERTY, MAX_BATCH_SIZE, MAX_CONSUME_THREADS, MAX_PULL_BATCH_SIZE,
+    MAX_PULL_INTERVAL, MAX_QUEUE_THRESHOLD, MAX_QUEUE_THRESHOLD_SIZE_MIB,
+    MAX_TIME_CONSUME_CONTINUOUSLY_PROPERTY, MAX_TOPIC_THRESHOLD, MAX_TOPIC_THRESHOLD_SIZE_MIB,
+    PULL_MAX_IDLE_TIME_PROPERTY, PushConsumerConfig, UNLOCK_DELAY_TIME_PROPERTY,
 };
 pub use hook::{
     ConsumeMessageContext, ConsumeMessageHook, FilterMessageContext, FilterMessageHook,
@@ -211,8 +213,10 @@ impl DefaultMQPushConsumer {
         self.inner.filter_hooks.write().push(hook);
     }
 
-    /// Starts the consumer (see `lifecycle.rs` for the steps). Starting a running consumer does
-    /// nothing; starting a shut down one is an error; a failed start leaves it startable again.
+    /// Starts the consumer (see `lifecycle.rs` for the steps). As in Java, only a new consumer
+    /// starts: starting one that runs, whose start failed, or that was shut down fails with
+    /// [`ClientError::NotStartable`]. A failed start leaves START_FAILED, except a refused group
+    /// registration, which leaves CREATE_JUST.
     pub async fn start(&self) -> Result<(), ClientError> {
         self.inner.start().await
     }
@@ -294,6 +298,38 @@ impl DefaultMQPushConsumer {
     /// Runs one rebalance now (the instance's RebalanceService does this periodically).
     pub async fn do_rebalance(&self) {
         self.inner.rebalance().await;
+    }
+
+    /// Java's `updateCorePoolSize`: how many listener calls may run at once from now on (the
+    /// consume service's core size, initially `consume_thread_min`). Applied, returning `true`,
+    /// for sizes from 1 to `consume_thread_max` on a started consumer; otherwise ignored.
+    pub fn update_core_pool_size(&self, core_pool_size: usize) -> bool {
+        let Some(rt) = self.inner.runtime() else {
+            return false;
+        };
+        match &rt.consume_service {
+            ConsumeService::Concurrently(s) => s.update_core_pool_size(core_pool_size),
+            ConsumeService::Orderly(s) => s.update_core_pool_size(core_pool_size),
+        }
+    }
+
+    /// The consume service's core size (see [`Self::update_core_pool_size`]); `None` before start.
+    pub fn core_pool_size(&self) -> Option<usize> {
+        self.inner.runtime().map(|rt| match &rt.consume_service {
+            ConsumeService::Concurrently(s) => s.core_pool_size(),
+            ConsumeService::Orderly(s) => s.core_pool_size(),
+        })
+    }
+
+    /// Java's `DefaultMQPushConsumerImpl.resetOffsetByTimeStamp`: for every subscribed topic
+    /// (the group's retry topic included), looks up on the brokers the offset of the first
+    /// message stored at or after `timestamp_ms` in each of the topic's queues, then resets the
+    /// consumer to those offsets exactly as a broker-initiated RESET_CONSUMER_CLIENT_OFFSET does:
+    /// consumption pauses, the owned queues of the topic are dropped, the new offsets are stored
+    /// and persisted, and the next rebalance re-creates the queues from them. Fails when an
+    /// offset cannot be looked up (nothing is reset for that topic then).
+    pub async fn reset_offset_by_timestamp(&self, timestamp_ms: i64) -> Result<(), ClientError> {
+        self.inner.reset_offset_by_timestamp(timestamp_ms).await
     }
 
     /// Persists the offsets of every owned queue now.

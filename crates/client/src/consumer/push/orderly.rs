@@ -3,8 +3,7 @@
 //!
 //! Order needs exclusivity at two levels. Across the group, a clustering member consumes a queue
 //! only while it holds the queue's lock on the broker (LOCK_BATCH_MQ, renewed every
-//! [`REBALANCE_LOCK_INTERVAL`], trusted for
-//! [`REBALANCE_LOCK_MAX_LIVE_TIME`](crate::consumer::process_queue::REBALANCE_LOCK_MAX_LIVE_TIME)),
+//! `lock_interval_ms`, trusted for `lock_max_live_ms` of [`PushConsumerConfig`]),
 //! so a member that lost the queue in a rebalance stops before the new owner starts. Within the
 //! process, one task at a time consumes a queue (a per-queue async mutex), taking batches from
 //! the [`ProcessQueue`] in offset order. A failing batch is not skipped: the queue pauses for
@@ -23,13 +22,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::hook::ConsumeMessageContext;
 use super::{ConsumeService, ProcessQueue, PushConsumerConfig, PushConsumerInner, Runtime};
-use crate::consumer::process_queue::REBALANCE_LOCK_INTERVAL;
 use crate::consumer::{
     ConsumeOrderlyContext, ConsumeOrderlyStatus, MessageExt, MessageListenerOrderly, MessageModel,
     MessageQueue,
 };
 
-/// One consume task yields the queue after this long so other queues get their turn.
+/// Default of `max_time_consume_continuously_ms`: one consume task yields the queue after this
+/// long so other queues get their turn.
 pub const MAX_TIME_CONSUME_CONTINUOUSLY: Duration = Duration::from_millis(60_000);
 /// Delay before the first periodic lock.
 pub const FIRST_LOCK_DELAY: Duration = Duration::from_millis(1000);
@@ -41,14 +40,21 @@ pub const MAX_SUSPEND_MILLIS: i64 = 30_000;
 pub const RELOCK_FAILED_DELAY_MILLIS: i64 = 3000;
 /// How long rebalance waits for a running batch before giving a queue up.
 pub const UNLOCK_WAIT: Duration = Duration::from_millis(1000);
-/// Delay of the broker unlock of a given-up queue that still caches messages (so a late batch
-/// of the old owner cannot interleave with the new owner's first one).
+/// Default of `unlock_delay_ms`: delay of the broker unlock of a given-up queue that still caches
+/// messages (so a late batch of the old owner cannot interleave with the new owner's first one).
 pub const UNLOCK_DELAY: Duration = Duration::from_millis(20_000);
 
-/// The orderly consume service of one push consumer.
+/// The orderly consume service of one push consumer. At most `consume_thread_min` listener calls
+/// run at once (the core size of Java's consume thread pool, which its unbounded work queue never
+/// lets grow), changed while running by [`Self::update_core_pool_size`].
 pub struct ConsumeMessageOrderlyService {
     listener: Arc<dyn MessageListenerOrderly>,
     semaphore: Arc<Semaphore>,
+    /// The wanted number of permits (the pool's core size).
+    core: Mutex<usize>,
+    /// Permits to drop as they come back, after a shrink found them in use.
+    retiring: std::sync::atomic::AtomicUsize,
+    max_permits: usize,
     batch_max: usize,
     /// One consume task per queue at a time (Java `MessageQueueLock`).
     mq_locks: Mutex<HashMap<MessageQueue, Arc<tokio::sync::Mutex<()>>>>,
@@ -61,7 +67,10 @@ impl ConsumeMessageOrderlyService {
     ) -> Self {
         ConsumeMessageOrderlyService {
             listener,
-            semaphore: Arc::new(Semaphore::new(config.consume_thread_max.max(1))),
+            semaphore: Arc::new(Semaphore::new(config.consume_thread_min.max(1))),
+            core: Mutex::new(config.consume_thread_min.max(1)),
+            retiring: std::sync::atomic::AtomicUsize::new(0),
+            max_permits: config.consume_thread_max.max(1),
             batch_max: config.consume_message_batch_max_size.max(1),
             mq_locks: Mutex::new(HashMap::new()),
         }
@@ -73,10 +82,11 @@ impl ConsumeMessageOrderlyService {
             return;
         }
         let weak = Arc::downgrade(consumer);
+        let lock_interval = consumer.config.read().lock_interval();
         consumer.tasks.spawn(async move {
             let mut interval = tokio::time::interval_at(
                 tokio::time::Instant::now() + FIRST_LOCK_DELAY,
-                REBALANCE_LOCK_INTERVAL,
+                lock_interval,
             );
             loop {
                 tokio::select! {
@@ -103,6 +113,66 @@ impl ConsumeMessageOrderlyService {
         self.semaphore.close();
         if rt.rebalance.message_model() == MessageModel::Clustering {
             rt.rebalance.unlock_all(false).await;
+        }
+    }
+
+    /// The number of listener calls allowed at once now (the pool's core size).
+    pub fn core_pool_size(&self) -> usize {
+        *self.core.lock()
+    }
+
+    /// Java's `updateCorePoolSize` (see
+    /// [`ConsumeMessageConcurrentlyService::update_core_pool_size`](super::ConsumeMessageConcurrentlyService::update_core_pool_size)):
+    /// sizes from 1 to `consume_thread_max` are applied, a shrink taking effect as running calls
+    /// finish.
+    pub fn update_core_pool_size(&self, core_pool_size: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        if !(1..=self.max_permits).contains(&core_pool_size) {
+            return false;
+        }
+        let mut core = self.core.lock();
+        if core_pool_size > *core {
+            let mut grow = core_pool_size - *core;
+            // Cancel pending retirements first, then add permits.
+            while grow > 0 {
+                let cancelled = self
+                    .retiring
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                        (r > 0).then(|| r - 1)
+                    })
+                    .is_ok();
+                if !cancelled {
+                    break;
+                }
+                grow -= 1;
+            }
+            self.semaphore.add_permits(grow);
+        } else {
+            let shrink = *core - core_pool_size;
+            let forgotten = self.semaphore.forget_permits(shrink);
+            self.retiring
+                .fetch_add(shrink - forgotten, Ordering::AcqRel);
+        }
+        *core = core_pool_size;
+        true
+    }
+
+    /// A permit to run one listener call; `None` once the service is shut down. Permits owed to
+    /// a shrink are dropped instead of being handed out.
+    async fn acquire_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        use std::sync::atomic::Ordering;
+        loop {
+            let permit = Arc::clone(&self.semaphore).acquire_owned().await.ok()?;
+            let retire = self
+                .retiring
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                    (r > 0).then(|| r - 1)
+                })
+                .is_ok();
+            if !retire {
+                return Some(permit);
+            }
+            permit.forget();
         }
     }
 
@@ -213,7 +283,8 @@ async fn consume_request(
     let queue_lock = service.mq_lock(&mq);
     let _queue_guard = queue_lock.lock().await;
     let clustering = consumer.message_model() == MessageModel::Clustering;
-    if clustering && (!pq.is_locked() || pq.is_lock_expired()) {
+    let lock_max_live = consumer.config.read().lock_max_live();
+    if clustering && (!pq.is_locked() || pq.is_lock_expired_after(lock_max_live)) {
         if !pq.is_dropped() {
             try_lock_later_and_reconsume(&consumer, mq, pq, 100);
         }
@@ -260,7 +331,7 @@ async fn consume_request(
 
 /// Whether the consume task may take another batch of the queue: the queue is not dropped, in
 /// clustering its broker lock is held and not expired, and the task has not run for longer than
-/// [`MAX_TIME_CONSUME_CONTINUOUSLY`]. When it may not, the next step is arranged: a relock and a
+/// `max_time_consume_continuously_ms`. When it may not, the next step is arranged: a relock and a
 /// new task soon, or a new task after a pause so other queues get their turn.
 fn may_take_next_batch(
     consumer: &Arc<PushConsumerInner>,
@@ -279,12 +350,16 @@ fn may_take_next_batch(
         try_lock_later_and_reconsume(consumer, mq.clone(), Arc::clone(pq), 10);
         return false;
     }
-    if clustering && pq.is_lock_expired() {
+    let (lock_max_live, max_continuous) = {
+        let c = consumer.config.read();
+        (c.lock_max_live(), c.max_time_consume_continuously())
+    };
+    if clustering && pq.is_lock_expired_after(lock_max_live) {
         tracing::warn!(%mq, "the message queue lock expired, so consume later");
         try_lock_later_and_reconsume(consumer, mq.clone(), Arc::clone(pq), 10);
         return false;
     }
-    if begin_time.elapsed() > MAX_TIME_CONSUME_CONTINUOUSLY {
+    if begin_time.elapsed() > max_continuous {
         submit_consume_request_later(consumer, Arc::clone(pq), mq.clone(), 10, default_suspend);
         return false;
     }
@@ -319,7 +394,7 @@ async fn consume_batch(
             hook.consume_message_before(h);
         }
     }
-    let Ok(permit) = Arc::clone(&service.semaphore).acquire_owned().await else {
+    let Some(permit) = service.acquire_permit().await else {
         pq.rollback();
         return None;
     };
@@ -454,12 +529,13 @@ async fn check_reconsume_times(
 }
 
 /// RebalancePushImpl's orderly part of giving a queue up: wait up to [`UNLOCK_WAIT`] for a running
-/// batch, then unlock on the broker (delayed by [`UNLOCK_DELAY`] when messages are still cached).
+/// batch, then unlock on the broker (delayed by `unlock_delay` when messages are still cached).
 /// Returns `false` (keep the queue for now) when the batch is still running.
 pub(crate) async fn unlock_when_idle(
     rt: &Arc<Runtime>,
     mq: &MessageQueue,
     pq: &Arc<ProcessQueue>,
+    unlock_delay: Duration,
 ) -> bool {
     let Ok(_guard) = tokio::time::timeout(UNLOCK_WAIT, pq.consume_lock().lock()).await else {
         let times = pq.inc_try_unlock_times();
@@ -475,10 +551,69 @@ pub(crate) async fn unlock_when_idle(
         // the lock until it expires (60 s) and the queue's new owner would wait for it.
         rt.pull_service.execute_task_later_or_at_stop(
             async move { rt2.rebalance.unlock(&mq2, true).await },
-            UNLOCK_DELAY,
+            unlock_delay,
         );
     } else {
         rt.rebalance.unlock(mq, true).await;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Noop;
+
+    impl MessageListenerOrderly for Noop {
+        fn consume_message<'a>(
+            &'a self,
+            _msgs: &'a [MessageExt],
+            _ctx: &'a mut ConsumeOrderlyContext,
+        ) -> futures::future::BoxFuture<'a, ConsumeOrderlyStatus> {
+            Box::pin(async { ConsumeOrderlyStatus::Success })
+        }
+    }
+
+    fn service(min: usize, max: usize) -> ConsumeMessageOrderlyService {
+        let mut config = PushConsumerConfig::new("g");
+        config.consume_thread_min = min;
+        config.consume_thread_max = max;
+        ConsumeMessageOrderlyService::new(Arc::new(Noop), &config)
+    }
+
+    /// Listener calls at once are bounded by `consume_thread_min`, like Java's pool core size.
+    #[test]
+    fn permits_are_consume_thread_min() {
+        let s = service(3, 64);
+        assert_eq!(s.semaphore.available_permits(), 3);
+        assert_eq!(s.core_pool_size(), 3);
+    }
+
+    /// A resize within 1..=max applies: growth adds permits at once, a shrink takes free permits
+    /// away and retires the ones in use as they come back.
+    #[tokio::test]
+    async fn core_pool_size_grows_and_shrinks() {
+        let s = service(2, 4);
+        assert!(!s.update_core_pool_size(0));
+        assert!(!s.update_core_pool_size(5));
+        assert!(s.update_core_pool_size(4));
+        assert_eq!(s.semaphore.available_permits(), 4);
+
+        let held: Vec<_> = [
+            s.acquire_permit().await.expect("open"),
+            s.acquire_permit().await.expect("open"),
+            s.acquire_permit().await.expect("open"),
+        ]
+        .into();
+        assert!(s.update_core_pool_size(1));
+        // One free permit was taken away; two of the three in use retire when returned.
+        assert_eq!(s.semaphore.available_permits(), 0);
+        drop(held);
+        let one = s.acquire_permit().await.expect("open");
+        assert_eq!(s.semaphore.available_permits(), 0);
+        drop(one);
+        assert_eq!(s.semaphore.available_permits(), 1);
+        assert_eq!(s.core_pool_size(), 1);
+    }
 }

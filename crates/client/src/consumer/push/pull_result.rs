@@ -11,11 +11,10 @@ use crate::api::{PullResultExt, PullStatus};
 use crate::consumer::pull_request::PullRequest;
 use crate::consumer::{MessageQueue, SubscriptionData};
 
-/// After OFFSET_ILLEGAL, how long the dropped queue waits before its offset is fixed and its
-/// state removed. Zero, as in the 5.x Java client: a broker-side offset reset (Apache 5.x answers
-/// the next pull with PULL_OFFSET_MOVED) must take effect at once, and the dropped process queue
-/// already keeps in-flight consumption from committing. The 4.9 client waited 10 s.
-pub const OFFSET_ILLEGAL_FIX_DELAY: Duration = Duration::ZERO;
+/// Default of [`PushConsumerConfig::offset_illegal_fix_delay`]: after OFFSET_ILLEGAL, how long
+/// the dropped queue waits before its offset is fixed and its state removed (the Java client's
+/// 10 s).
+pub const OFFSET_ILLEGAL_FIX_DELAY: Duration = Duration::from_secs(10);
 
 impl PushConsumerInner {
     /// `PullAPIWrapper.processPullResult`: the client-side tag filter (the broker only compares
@@ -51,8 +50,9 @@ impl PushConsumerInner {
 
     /// What a pull's outcome means (Java's `PullCallback`). FOUND hands the messages to the
     /// consume service and pulls again (after `pull_interval` when set); NO_NEW_MSG and
-    /// NO_MATCHED_MSG move the offset on and pull again; OFFSET_ILLEGAL drops the queue, stores the
-    /// broker's offset and lets rebalance re-create the queue from there.
+    /// NO_MATCHED_MSG move the offset on and pull again; OFFSET_ILLEGAL drops the queue and, after
+    /// `offset_illegal_fix_delay`, stores and persists the broker's offset and removes the queue,
+    /// for a rebalance (asked for at once) to re-create it from there.
     pub(super) async fn on_pull_result(
         &self,
         rt: &Arc<Runtime>,
@@ -137,12 +137,12 @@ impl PushConsumerInner {
                             .remove_process_queue(me.as_ref(), &request.message_queue)
                             .await;
                         // Re-create the queue now, from the fixed offset, instead of at the
-                        // next periodic rebalance (up to 20 s later), as the 5.x Java client does.
+                        // next periodic rebalance.
                         rt2.instance.rebalance_immediately();
                         tracing::warn!(mq = %request.message_queue, next_offset = request.next_offset,
                             "fix the pull request offset");
                     },
-                    OFFSET_ILLEGAL_FIX_DELAY,
+                    config.offset_illegal_fix_delay,
                 );
             }
         }

@@ -25,6 +25,10 @@ impl RebalanceDelegate for PushConsumerInner {
         ConsumeType::ConsumePassively
     }
 
+    fn pull_max_idle(&self) -> std::time::Duration {
+        self.config.read().pull_max_idle()
+    }
+
     fn message_queue_changed<'a>(
         &'a self,
         topic: &'a str,
@@ -66,7 +70,8 @@ impl RebalanceDelegate for PushConsumerInner {
             if matches!(rt.consume_service, ConsumeService::Orderly(_))
                 && self.message_model() == MessageModel::Clustering
             {
-                return orderly::unlock_when_idle(&rt, mq, pq).await;
+                let unlock_delay = self.config.read().unlock_delay();
+                return orderly::unlock_when_idle(&rt, mq, pq, unlock_delay).await;
             }
             true
         })

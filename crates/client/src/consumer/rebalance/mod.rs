@@ -73,6 +73,10 @@ pub trait RebalanceDelegate: Send + Sync {
 
     /// Starts the pull loops of newly owned queues.
     fn dispatch_pull_request(&self, requests: Vec<PullRequest>) -> BoxFuture<'_, ()>;
+    /// How long an owned queue may go unpulled before rebalance drops and re-creates it.
+    fn pull_max_idle(&self) -> std::time::Duration {
+        crate::consumer::process_queue::PULL_MAX_IDLE_TIME
+    }
 }
 
 /// Java's `MessageQueue.compareTo`: topic, then broker name, then queue id.
@@ -326,7 +330,7 @@ impl RebalanceImpl {
             }
             let give_up = if !mq_set.contains(&mq) {
                 true
-            } else if pq.is_pull_expired()
+            } else if pq.is_pull_expired_after(delegate.pull_max_idle())
                 && delegate.consume_type() == ConsumeType::ConsumePassively
             {
                 tracing::warn!(group = %self.consumer_group, %mq,
