@@ -157,7 +157,9 @@ impl PushConsumerBuilder {
     /// The consumer, not started: settings checked as a start checks them, subscriptions
     /// recorded and the listener registered.
     pub async fn build(self) -> Result<DefaultMQPushConsumer, ClientError> {
-        self.config.check()?;
+        // Every rule but the listener's, which the start checks (a listener may be registered
+        // after building).
+        self.config.check_with(true)?;
         let consumer = DefaultMQPushConsumer::new(self.config);
         for (topic, expression) in &self.subscriptions {
             consumer.subscribe(topic, expression).await?;
