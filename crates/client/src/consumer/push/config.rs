@@ -80,6 +80,11 @@ pub struct PushConsumerConfig {
     pub local_offset_store_dir: Option<PathBuf>,
     /// On shutdown, how long to wait for running listener calls.
     pub await_termination_when_shutdown: Duration,
+    /// Record SubBefore/SubAfter trace events of every consumed message in the trace topic (see
+    /// [`crate::trace`]); Java's `enableMsgTrace`.
+    pub enable_msg_trace: bool,
+    /// The trace topic; `None` = `RMQ_SYS_TRACE_TOPIC`. Java's `customizedTraceTopic`.
+    pub custom_trace_topic: Option<String>,
 }
 
 impl std::fmt::Debug for PushConsumerConfig {
@@ -126,6 +131,8 @@ impl PushConsumerConfig {
             pull_time_delay_when_exception: PULL_TIME_DELAY_WHEN_EXCEPTION,
             local_offset_store_dir: None,
             await_termination_when_shutdown: Duration::ZERO,
+            enable_msg_trace: false,
+            custom_trace_topic: None,
         }
     }
 
