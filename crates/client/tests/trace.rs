@@ -6,7 +6,10 @@ mod push_common;
 
 use comet_client::admin::MQAdmin;
 use comet_client::consumer::ConsumeConcurrentlyStatus;
-use comet_client::producer::{DefaultMQProducer, ProducerConfig};
+use comet_client::producer::{
+    DefaultMQProducer, LocalTransactionState, ProducerConfig, TransactionListener,
+    TransactionProducer,
+};
 use comet_client::trace::{self, MessageType, RMQ_SYS_TRACE_TOPIC, TraceContext, TraceType};
 use comet_client::{ClientConfig, Message, SendStatus};
 use push_common::*;
@@ -207,6 +210,59 @@ async fn shutdown_flushes_queued_trace_events() {
             .expect("query");
         assert_eq!(records.len(), 1, "Pub of {id}");
     }
+    admin.shutdown().await;
+    cluster.shutdown().await;
+}
+
+struct CommitAll;
+
+impl TransactionListener for CommitAll {
+    fn execute_local_transaction(
+        &self,
+        _msg: &Message,
+        _arg: &(dyn std::any::Any + Send + Sync),
+    ) -> LocalTransactionState {
+        LocalTransactionState::CommitMessage
+    }
+
+    fn check_local_transaction(&self, _msg: &comet_client::MessageExt) -> LocalTransactionState {
+        LocalTransactionState::CommitMessage
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_traced_transaction_leaves_pub_and_end_transaction_records() {
+    let cluster = Cluster::start().await;
+    let topic = "TraceTx";
+    cluster.create_topic(topic, 1).await;
+    let mut config = ProducerConfig::new("pg-trace-tx", cluster.namesrv_addr());
+    config.client = client_config(&cluster, &unique_instance("traced-tx"));
+    config.enable_msg_trace = true;
+    let producer = TransactionProducer::new(config, std::sync::Arc::new(CommitAll));
+    producer.start().await.expect("producer starts");
+    let msg = Message::new(topic, b"tx".to_vec()).with_tags("TxTag");
+    let sent = producer
+        .send_message_in_transaction(msg, &())
+        .await
+        .expect("transactional send");
+    let msg_id = sent.send_result.msg_id.clone();
+
+    let admin = MQAdmin::new(ClientConfig::new(cluster.namesrv_addr())).expect("admin");
+    let wanted = [TraceType::Pub, TraceType::EndTransaction];
+    let records = traces_of(&admin, RMQ_SYS_TRACE_TOPIC, &msg_id, &wanted).await;
+    let half = record(&records, TraceType::Pub);
+    assert_eq!(half.beans[0].msg_type, MessageType::TransMsgHalf);
+    let end = record(&records, TraceType::EndTransaction);
+    assert_eq!(end.group_name, "pg-trace-tx");
+    assert_eq!(end.region_id, "DefaultRegion");
+    let bean = &end.beans[0];
+    assert_eq!(bean.topic, topic);
+    assert_eq!(bean.tags.as_deref(), Some("TxTag"));
+    assert_eq!(bean.msg_type, MessageType::TransMsgCommit);
+    assert_eq!(bean.transaction_state.as_deref(), Some("COMMIT_MESSAGE"));
+    assert_eq!(bean.transaction_id.as_deref(), Some(msg_id.as_str()));
+    assert!(!bean.from_transaction_check);
+    producer.shutdown().await;
     admin.shutdown().await;
     cluster.shutdown().await;
 }
