@@ -266,3 +266,52 @@ async fn a_traced_transaction_leaves_pub_and_end_transaction_records() {
     admin.shutdown().await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_traced_lite_pull_consumer_records_sub_before_and_sub_after() {
+    use comet_client::consumer::ConsumeFromWhere;
+    use comet_client::consumer::lite::{DefaultLitePullConsumer, LitePullConsumerConfig};
+
+    let cluster = Cluster::start().await;
+    let topic = "TraceLite";
+    cluster.create_topic(topic, 1).await;
+    let producer = producer(&cluster).await;
+    let sent = producer
+        .send(Message::new(topic, b"polled".to_vec()))
+        .await
+        .expect("send");
+    producer.shutdown().await;
+
+    let mut config = LitePullConsumerConfig::new(
+        "cg-trace-lite",
+        client_config(&cluster, &unique_instance("lite")),
+    );
+    config.consume_from_where = ConsumeFromWhere::ConsumeFromFirstOffset;
+    config.enable_msg_trace = true;
+    let consumer = DefaultLitePullConsumer::new(config);
+    consumer.subscribe(topic, "*").await.expect("subscribe");
+    consumer.start().await.expect("lite consumer starts");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let got = consumer
+            .poll(std::time::Duration::from_millis(200))
+            .await
+            .expect("poll");
+        if got.iter().any(|m| m.msg_id() == sent.msg_id) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "message not polled");
+    }
+    consumer.shutdown().await;
+
+    let admin = MQAdmin::new(ClientConfig::new(cluster.namesrv_addr())).expect("admin");
+    let wanted = [TraceType::SubBefore, TraceType::SubAfter];
+    let records = traces_of(&admin, RMQ_SYS_TRACE_TOPIC, &sent.msg_id, &wanted).await;
+    let before = record(&records, TraceType::SubBefore);
+    let after = record(&records, TraceType::SubAfter);
+    assert_eq!(before.group_name, "cg-trace-lite");
+    assert_eq!(after.request_id, before.request_id);
+    assert!(after.success);
+    admin.shutdown().await;
+    cluster.shutdown().await;
+}

@@ -1,14 +1,16 @@
 //! Message trace, compatible with the Java client's (`org.apache.rocketmq.client.trace`).
 //!
-//! With `enable_msg_trace` on a [`ProducerConfig`](crate::producer::ProducerConfig) or a
-//! [`PushConsumerConfig`](crate::consumer::push::PushConsumerConfig), the client records:
+//! With `enable_msg_trace` on a [`ProducerConfig`](crate::producer::ProducerConfig), a
+//! [`PushConsumerConfig`](crate::consumer::push::PushConsumerConfig) or a
+//! [`LitePullConsumerConfig`](crate::consumer::lite::LitePullConsumerConfig), the client records:
 //!
 //! - a **Pub** event after every send the broker answered (sync, async, batch; a oneway send has
 //!   no answer and so no event): group, topic, msgId, offset msgId, tags, keys, broker, body
 //!   length, cost, message type, success;
 //! - an **EndTransaction** event for every commit or rollback a transaction producer reports;
 //! - a **SubBefore** event before the listener gets a batch and a **SubAfter** event after it
-//!   returns (cost, success, the listener's return type as a context code).
+//!   returns (cost, success, the listener's return type as a context code); a lite pull consumer
+//!   records both when `poll` hands a batch out.
 //!
 //! Events go through an [`AsyncTraceDispatcher`] to the trace topic ([`RMQ_SYS_TRACE_TOPIC`], or
 //! `custom_trace_topic`) in the records format of [`data`], indexed under the traced message's
