@@ -56,11 +56,12 @@ ALL_SCENARIOS=(
     orderly from-timestamp from-last-offset from-first-offset tag-filter lite-pull-seek pull-offset-restart
     acl-send-consume acl-denied tls-send-consume
     send-sync send-async send-oneway send-batch properties compressed-body
-    admin-topic admin-query-message
+    admin-topic admin-query-message msg-trace
 )
 # Scenarios not run against Comet yet, with the reason (a missing Comet feature).
 declare -A NOT_YET=()
-JAVA_ONLY=" admin-topic admin-consumer-progress admin-query-message admin-reset-offset "
+# msg-trace: the Java client's own message trace, read back by the Java decoder and `comet msg trace`.
+JAVA_ONLY=" admin-topic admin-consumer-progress admin-query-message admin-reset-offset msg-trace "
 # Scenarios a peer cannot run ("n/a" in the table), with the reason; JAVA_ONLY comes on top.
 declare -A NA_GO=(
     [tls-send-consume]="rocketmq-client-go 2.1.2 has no TLS option (its remoting client dials plain TCP)"
@@ -301,7 +302,7 @@ row_command() { # row_command <peer> <scenario> [attempt]: prints nothing, sets 
     suffix="$(row_suffix "$peer" "${3:-}")"
     broker="$(broker_of "$scenario")"
     namesrv="${NAMESRVS[$broker]}"
-    CMD=(env MATRIX_BROKER_ADDR="${BROKERS[$broker]}")
+    CMD=(env MATRIX_BROKER_ADDR="${BROKERS[$broker]}" MATRIX_COMET_BIN="$COMET_BIN")
     [[ $broker == acl ]] && CMD+=(MATRIX_ACL_USER="$ACL_USER" MATRIX_ACL_ADMIN="$ACL_ADMIN")
     case "$peer" in
         java-*)

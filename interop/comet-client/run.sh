@@ -73,6 +73,10 @@ $BROKER_EXTRA_CONF}" "$ROOT/interop/apache/run.sh" start "$WORKDIR/rmq" >"$WORKD
 # shellcheck disable=SC1091
 . "$WORKDIR/rmq/env"
 log "Apache RocketMQ $ROCKETMQ_VERSION: name server $NAMESRV_ADDR, broker $BROKER_ADDR"
+# The message_trace row reads the traces back with Apache's own mqadmin (rocketmq-tools is on the
+# server's classpath).
+APACHE_CLASSPATH="$("$ROOT/interop/apache/run.sh" classpath)"
+export APACHE_CLASSPATH
 
 # One line per run: <row id> <scenario> <serialize>. The row id is the scenario name, with
 # "@rocketmq" appended for the binary-header runs.

@@ -397,6 +397,31 @@ mod tests {
     }
 
     #[test]
+    fn trace_topic_exists_only_with_trace_topic_enable() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        assert!(m.select(comet_protocol::naming::TRACE_TOPIC).is_none());
+        drop(m);
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig {
+            trace_topic_enable: true,
+            msg_trace_topic_name: "MyTrace".to_owned(),
+            store_path_root_dir: dir.path().to_path_buf(),
+            ..BrokerConfig::default()
+        };
+        let m = match TopicConfigManager::open(dir.path(), Arc::new(config)) {
+            Ok(m) => m,
+            Err(e) => panic!("open failed: {e}"),
+        };
+        let trace = m.select("MyTrace").unwrap();
+        assert_eq!(
+            (trace.read_queue_nums, trace.write_queue_nums, trace.perm),
+            (1, 1, 6)
+        );
+        assert!(m.is_system_topic("MyTrace"));
+    }
+
+    #[test]
     fn auto_create_disabled_blocks_inherit() {
         let dir = tempfile::tempdir().unwrap();
         drop(manager(dir.path(), true));

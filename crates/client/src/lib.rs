@@ -122,6 +122,7 @@ pub mod instance;
 pub mod message;
 pub mod producer;
 pub mod route;
+pub mod trace;
 
 pub use api::{CommunicationMode, MQClientApi, PullResultExt, PullStatus, SendResult, SendStatus};
 pub use comet_acl::SessionCredentials;

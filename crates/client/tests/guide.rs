@@ -59,6 +59,9 @@ mod push_orderly;
 #[path = "../examples/quickstart.rs"]
 mod quickstart;
 #[allow(dead_code)]
+#[path = "../examples/trace.rs"]
+mod trace;
+#[allow(dead_code)]
 #[path = "../examples/transaction.rs"]
 mod transaction;
 
@@ -594,6 +597,28 @@ async fn delayed_messages_arrive_after_their_delay() {
     for (body, delay_ms) in &received {
         assert!(*delay_ms >= 5000, "{body} stored after {delay_ms} ms");
     }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traced_clients_leave_pub_sub_before_and_sub_after_records() {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start().await;
+    let topic = "GuideTraceTopic";
+    cluster.create_routed_topic(topic, None).await;
+
+    let (msg_id, records) = trace::run(&cluster.namesrv_addr(), topic)
+        .await
+        .expect("example runs");
+
+    let types: BTreeSet<&str> = records.iter().map(|r| r.trace_type.name()).collect();
+    assert_eq!(types, BTreeSet::from(["Pub", "SubAfter", "SubBefore"]));
+    assert!(records.iter().all(|r| r.beans[0].msg_id == msg_id));
+    let publish = records.iter().find(|r| r.trace_type.name() == "Pub");
+    assert_eq!(
+        publish.and_then(|r| r.beans[0].keys.as_deref()),
+        Some("order-42")
+    );
     cluster.shutdown().await;
 }
 

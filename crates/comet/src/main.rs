@@ -46,7 +46,8 @@ enum Command {
     Topic(cli::topic::TopicArgs),
     /// Consumer group administration: progress, connections, reset-offset.
     Group(cli::group::GroupArgs),
-    /// Message lookup by key or id.
+    /// Message lookup by key or id, and message trace.
+    #[command(alias = "message")]
     Msg(cli::msg::MsgArgs),
     /// A broker's runtime figures (store offsets, counts, replication), or every broker's.
     BrokerStatus(cli::status::BrokerStatusArgs),

@@ -18,6 +18,7 @@
 
 mod scenarios;
 mod support;
+mod trace_row;
 
 use std::process::ExitCode;
 

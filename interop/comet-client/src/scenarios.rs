@@ -187,6 +187,12 @@ pub const ALL: &[Scenario] = &[
         SLOW,
         transactions
     ),
+    scenario!(
+        "message_trace",
+        "message trace on: Pub, SubBefore, SubAfter stored; read by Comet's decoder and Apache's mqadmin",
+        QUICK,
+        crate::trace_row::message_trace
+    ),
 ];
 
 /// Messages of the plain send scenarios.

@@ -28,6 +28,7 @@
 
 mod builder;
 pub mod fault;
+pub mod hook;
 mod prepare;
 mod queue_selection;
 pub mod selector;
@@ -56,8 +57,12 @@ use crate::error::{ClientError, Result};
 use crate::instance::{MQClientInstance, MQClientManager, MQProducerInner, ServiceState};
 use crate::message::Message;
 use crate::route::TopicPublishInfo;
+use crate::trace::{
+    AsyncTraceDispatcher, EndTransactionTraceHook, SendMessageTraceHook, TraceDispatcherType,
+};
 pub use builder::{ProducerBuilder, TransactionProducerBuilder};
 pub use fault::LatencyFaultTolerance;
+pub use hook::{EndTransactionContext, EndTransactionHook, SendMessageContext, SendMessageHook};
 use queue_selection::placeholder;
 pub use selector::{
     JavaHash, MessageQueueSelector, SelectMessageQueueByHash, SelectMessageQueueByRandom,
@@ -109,6 +114,11 @@ pub struct ProducerConfig {
     /// for a time that grows with the send's latency (a failure counts as 10 s latency), see
     /// [`fault`].
     pub send_latency_fault_enable: bool,
+    /// Record a trace event of every send and transaction end in the trace topic (see
+    /// [`crate::trace`]); Java's `enableMsgTrace`.
+    pub enable_msg_trace: bool,
+    /// The trace topic; `None` = `RMQ_SYS_TRACE_TOPIC`. Java's `customizedTraceTopic`.
+    pub custom_trace_topic: Option<String>,
 }
 
 impl ProducerConfig {
@@ -127,6 +137,8 @@ impl ProducerConfig {
             default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
             create_topic_key: AUTO_CREATE_TOPIC_KEY_TOPIC.to_string(),
             send_latency_fault_enable: false,
+            enable_msg_trace: false,
+            custom_trace_topic: None,
         }
     }
 }
@@ -146,6 +158,10 @@ struct ProducerInner {
     uniq: UniqIdGenerator,
     /// Set by a [`transaction::TransactionProducer`]: runs broker checks of this group.
     transaction_check: std::sync::OnceLock<TransactionCheck>,
+    send_hooks: RwLock<Vec<Arc<dyn SendMessageHook>>>,
+    end_transaction_hooks: RwLock<Vec<Arc<dyn EndTransactionHook>>>,
+    /// The trace dispatcher, with `enable_msg_trace`.
+    trace: Option<Arc<AsyncTraceDispatcher>>,
 }
 
 /// What a transaction producer does with a CHECK_TRANSACTION_STATE (broker address, half
@@ -162,7 +178,15 @@ impl DefaultMQProducer {
     pub fn new(mut config: ProducerConfig) -> Self {
         config.client.change_instance_name_to_pid();
         let uniq = UniqIdGenerator::with_ip(config.client.client_ip_addr());
-        DefaultMQProducer {
+        let trace = config.enable_msg_trace.then(|| {
+            Arc::new(AsyncTraceDispatcher::new(
+                &config.producer_group,
+                TraceDispatcherType::Produce,
+                config.custom_trace_topic.as_deref(),
+                &config.client,
+            ))
+        });
+        let producer = DefaultMQProducer {
             inner: Arc::new(ProducerInner {
                 config,
                 state: Mutex::new(ServiceState::CreateJust),
@@ -171,8 +195,34 @@ impl DefaultMQProducer {
                 fault: LatencyFaultTolerance::default(),
                 uniq,
                 transaction_check: std::sync::OnceLock::new(),
+                send_hooks: RwLock::new(Vec::new()),
+                end_transaction_hooks: RwLock::new(Vec::new()),
+                trace: trace.clone(),
             }),
+        };
+        if let Some(dispatcher) = trace {
+            producer.register_send_message_hook(Arc::new(SendMessageTraceHook::new(Arc::clone(
+                &dispatcher,
+            ))));
+            producer
+                .register_end_transaction_hook(Arc::new(EndTransactionTraceHook::new(dispatcher)));
         }
+        producer
+    }
+
+    /// Adds a hook called around every send attempt.
+    pub fn register_send_message_hook(&self, hook: Arc<dyn SendMessageHook>) {
+        self.inner.send_hooks.write().push(hook);
+    }
+
+    /// Adds a hook called for every transaction outcome this producer reports.
+    pub fn register_end_transaction_hook(&self, hook: Arc<dyn EndTransactionHook>) {
+        self.inner.end_transaction_hooks.write().push(hook);
+    }
+
+    /// The message trace dispatcher, when `enable_msg_trace` is on.
+    pub fn trace_dispatcher(&self) -> Option<&Arc<AsyncTraceDispatcher>> {
+        self.inner.trace.as_ref()
     }
 
     /// The producer's settings.
@@ -238,6 +288,11 @@ impl DefaultMQProducer {
         *inner.instance.write() = Some(Arc::clone(&instance));
         *inner.state.lock() = ServiceState::Running;
         instance.send_heartbeat_to_all_brokers().await;
+        if let Some(trace) = &inner.trace
+            && let Err(e) = trace.start().await
+        {
+            tracing::warn!(group = %inner.config.producer_group, error = %e, "message trace not started");
+        }
         tracing::info!(group = %inner.config.producer_group, client_id = instance.client_id(), "producer started");
         Ok(())
     }
@@ -259,6 +314,9 @@ impl DefaultMQProducer {
             instance.unregister_producer(group);
             instance.unregister_client(Some(group), None).await;
             instance.shutdown().await;
+        }
+        if let Some(trace) = &inner.trace {
+            trace.shutdown().await;
         }
     }
 

@@ -146,18 +146,23 @@ impl ProducerInner {
             max_reconsume_times: outgoing.max_reconsume_times,
             ..Default::default()
         };
-        let result = instance
+        let hooks = self.send_hooks_before(outgoing, mq, &addr, mode);
+        let outcome = instance
             .api()
             .send_message(&addr, &mq.broker_name, &outgoing.msg, header, timeout, mode)
-            .await?;
-        Ok(result.map(|mut r| {
-            r.msg_id.clone_from(&outgoing.msg_id);
-            let user_topic = self.config.client.without_namespace(&r.message_queue.topic);
-            if user_topic.len() != r.message_queue.topic.len() {
-                r.message_queue.topic = user_topic.to_string();
-            }
-            r
-        }))
+            .await
+            .map(|result| {
+                result.map(|mut r| {
+                    r.msg_id.clone_from(&outgoing.msg_id);
+                    let user_topic = self.config.client.without_namespace(&r.message_queue.topic);
+                    if user_topic.len() != r.message_queue.topic.len() {
+                        r.message_queue.topic = user_topic.to_string();
+                    }
+                    r
+                })
+            });
+        self.send_hooks_after(hooks, &outcome);
+        outcome
     }
 }
 

@@ -26,6 +26,7 @@ use comet_protocol::message::id::decode_offset_msg_id;
 use comet_protocol::message::properties::keys;
 use tokio::sync::Semaphore;
 
+use super::hook::EndTransactionContext;
 use super::transaction_listener::{Async, AsyncTransactionListener, Blocking, Runner};
 use super::{DefaultMQProducer, ProducerConfig, ProducerInner, SendResult, SendStatus};
 use crate::error::{ClientError, Result};
@@ -185,7 +186,10 @@ impl TransactionProducer {
             // Stored, but without the durability asked for: never commit such a half.
             _ => (LocalTransactionState::RollbackMessage, None),
         };
-        if let Err(e) = self.end_transaction(&send_result, state, remark).await {
+        if let Err(e) = self
+            .end_transaction(&msg, &send_result, state, remark)
+            .await
+        {
             tracing::warn!(msg_id = %send_result.msg_id, ?state, error = %e,
                 "END_TRANSACTION not sent; the broker will check the transaction");
         }
@@ -197,6 +201,7 @@ impl TransactionProducer {
 
     async fn end_transaction(
         &self,
+        msg: &Message,
         send_result: &SendResult,
         state: LocalTransactionState,
         remark: Option<String>,
@@ -215,6 +220,20 @@ impl TransactionProducer {
                 ClientError::Client(format!("no known address of broker {broker_name}"))
             })?;
         let config = self.producer.config();
+        self.producer
+            .inner
+            .end_transaction_hooks(&EndTransactionContext {
+                producer_group: config.producer_group.clone(),
+                broker_addr: addr.clone(),
+                topic: config.client.without_namespace(&msg.topic).to_owned(),
+                tags: msg.tags().map(str::to_owned),
+                keys: msg.property(keys::KEYS).map(str::to_owned),
+                region: msg.property(keys::MSG_REGION).map(str::to_owned),
+                msg_id: send_result.msg_id.clone(),
+                transaction_id: msg.transaction_id.clone(),
+                transaction_state: state,
+                from_transaction_check: false,
+            });
         let header = EndTransactionRequestHeader {
             topic: Some(send_result.message_queue.topic.clone()),
             producer_group: config.client.with_namespace(&config.producer_group),
@@ -322,6 +341,20 @@ async fn answer_check(
         .uniq_key()
         .map(str::to_string)
         .unwrap_or_else(|| msg.msg_id());
+    producer
+        .inner
+        .end_transaction_hooks(&EndTransactionContext {
+            producer_group: config.producer_group.clone(),
+            broker_addr: broker_addr.to_owned(),
+            topic: config.client.without_namespace(&msg.topic).to_owned(),
+            tags: msg.tags().map(str::to_owned),
+            keys: msg.properties.get(keys::KEYS).map(str::to_owned),
+            region: msg.properties.get(keys::MSG_REGION).map(str::to_owned),
+            msg_id: msg_id.clone(),
+            transaction_id: header.transaction_id.clone(),
+            transaction_state: state,
+            from_transaction_check: true,
+        });
     let end = EndTransactionRequestHeader {
         topic: header.topic.clone(),
         producer_group: config.client.with_namespace(&config.producer_group),

@@ -1,10 +1,11 @@
-//! `comet msg by-key|by-id` (mqadmin `queryMsgByKey`, `queryMsgById`).
+//! `comet msg by-key|by-id|trace` (mqadmin `queryMsgByKey`, `queryMsgById`, `queryMsgTraceById`).
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use comet_client::MessageExt;
 use comet_client::admin::MQAdmin;
 use comet_client::admin::message::DEFAULT_QUERY_MAX_NUM;
+use comet_client::trace::{self, TraceContext, TraceType};
 
 use super::{ConnectArgs, Table, format_millis, message_json, parse_time, printable_body};
 
@@ -41,6 +42,16 @@ pub enum MsgCommand {
         /// Topic (needed to look a unique id up).
         #[arg(short = 't', long)]
         topic: Option<String>,
+    },
+    /// The trace records (Pub, SubBefore, SubAfter, EndTransaction) of a message, from the
+    /// trace topic.
+    Trace {
+        /// Message id (the client id, UNIQ_KEY).
+        #[arg(short = 'i', long = "id")]
+        id: String,
+        /// Trace topic.
+        #[arg(long, default_value = comet_client::trace::RMQ_SYS_TRACE_TOPIC)]
+        trace_topic: String,
     },
 }
 
@@ -100,8 +111,98 @@ async fn execute(admin: &MQAdmin, command: MsgCommand, json: bool) -> Result<()>
                 print_message_detail(&msg);
             }
         }
+        MsgCommand::Trace { id, trace_topic } => {
+            let records = trace::query_traces(admin, &trace_topic, &id).await?;
+            if records.is_empty() {
+                anyhow::bail!("no trace of message {id} in {trace_topic}");
+            }
+            print_traces(&records, json);
+        }
     }
     Ok(())
+}
+
+/// One trace record as a JSON object.
+fn trace_json(record: &TraceContext) -> serde_json::Value {
+    let bean = record.beans.first().cloned().unwrap_or_default();
+    serde_json::json!({
+        "type": record.trace_type.name(),
+        "timestamp": record.time_stamp,
+        "regionId": record.region_id,
+        "group": record.group_name,
+        "requestId": record.request_id,
+        "costTime": record.cost_time,
+        "success": record.success,
+        "contextCode": record.context_code,
+        "topic": bean.topic,
+        "msgId": bean.msg_id,
+        "offsetMsgId": bean.offset_msg_id,
+        "tags": bean.tags,
+        "keys": bean.keys,
+        "storeHost": bean.store_host,
+        "bodyLength": bean.body_length,
+        "retryTimes": bean.retry_times,
+        "msgType": bean.msg_type.java_name(),
+        "transactionId": bean.transaction_id,
+        "transactionState": bean.transaction_state,
+        "fromTransactionCheck": bean.from_transaction_check,
+    })
+}
+
+/// The records as a table (or JSON lines), in stored order.
+fn print_traces(records: &[TraceContext], json: bool) {
+    if json {
+        for record in records {
+            println!("{}", trace_json(record));
+        }
+        return;
+    }
+    let mut table = Table::new([
+        "TYPE", "TIME", "GROUP", "COST_MS", "SUCCESS", "HOST", "DETAIL",
+    ]);
+    for record in records {
+        let bean = record.beans.first().cloned().unwrap_or_default();
+        let time = if record.time_stamp > 0 {
+            format_millis(record.time_stamp)
+        } else {
+            String::new()
+        };
+        let detail = match record.trace_type {
+            TraceType::Pub => format!(
+                "topic={} tags={} keys={} msgType={} bodyLength={}",
+                bean.topic,
+                bean.tags.unwrap_or_default(),
+                bean.keys.unwrap_or_default(),
+                bean.msg_type.java_name(),
+                bean.body_length
+            ),
+            TraceType::SubBefore => format!(
+                "requestId={} retryTimes={}",
+                record.request_id, bean.retry_times
+            ),
+            TraceType::SubAfter => format!(
+                "requestId={} contextCode={}",
+                record.request_id, record.context_code
+            ),
+            TraceType::EndTransaction => format!(
+                "state={} transactionId={} fromCheck={}",
+                bean.transaction_state.unwrap_or_default(),
+                bean.transaction_id.unwrap_or_default(),
+                bean.from_transaction_check
+            ),
+            TraceType::Recall => format!("topic={}", bean.topic),
+        };
+        table.row([
+            record.trace_type.name().to_owned(),
+            time,
+            record.group_name.clone(),
+            record.cost_time.to_string(),
+            record.success.to_string(),
+            bean.store_host,
+            detail,
+        ]);
+    }
+    table.print();
 }
 
 /// mqadmin-style detail of one message.

@@ -44,6 +44,12 @@ pub struct ProduceArgs {
     /// Producer group.
     #[arg(short = 'g', long, default_value = DEFAULT_CLI_PRODUCER_GROUP)]
     pub group: String,
+    /// Record message trace (Pub records in the trace topic, see `comet msg trace`).
+    #[arg(long)]
+    pub trace: bool,
+    /// Trace topic of --trace (default RMQ_SYS_TRACE_TOPIC).
+    #[arg(long, requires = "trace")]
+    pub trace_topic: Option<String>,
 }
 
 /// The body of message `index`.
@@ -91,6 +97,8 @@ pub async fn run(args: ProduceArgs) -> Result<()> {
     }
     let mut config = ProducerConfig::new(args.group.clone(), args.connect.namesrv.clone());
     config.client = args.connect.client_config();
+    config.enable_msg_trace = args.trace;
+    config.custom_trace_topic.clone_from(&args.trace_topic);
     let producer = DefaultMQProducer::new(config);
     producer.start().await.context("starting the producer")?;
     let outcome = send_all(&producer, &args).await;

@@ -111,6 +111,11 @@ impl DefaultLitePullConsumer {
             }
             SubscriptionType::None => instance.send_heartbeat_to_all_brokers().await,
         }
+        if let Some(trace) = &self.inner.trace
+            && let Err(e) = trace.start().await
+        {
+            tracing::warn!(group = %group, error = %e, "message trace not started");
+        }
         tracing::info!(group = %group, client_id = %instance.client_id(), "lite pull consumer started");
         Ok(())
     }
@@ -146,6 +151,9 @@ impl DefaultLitePullConsumer {
         instance.shutdown().await;
         self.inner.queues.lock().clear();
         self.inner.buffer.lock().clear();
+        if let Some(trace) = &self.inner.trace {
+            trace.shutdown().await;
+        }
     }
 }
 

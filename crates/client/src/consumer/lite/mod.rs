@@ -48,11 +48,13 @@ use crate::consumer::pull::{
     ConsumerOffsets, DEFAULT_BROKER_SUSPEND_MAX_TIME, DEFAULT_CONSUMER_PULL_TIMEOUT,
     DEFAULT_CONSUMER_TIMEOUT_WHEN_SUSPEND, QueueAccess,
 };
+use crate::consumer::push::hook::ConsumeMessageHook;
 use crate::consumer::rebalance::{
     AllocateMessageQueueAveragely, AllocateMessageQueueStrategy, RebalanceImpl,
 };
 use crate::consumer::{ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, SubscriptionData};
 use crate::instance::ServiceState;
+use crate::trace::{AsyncTraceDispatcher, ConsumeMessageTraceHook, TraceDispatcherType};
 
 mod assignment;
 mod builder;
@@ -116,6 +118,11 @@ pub struct LitePullConsumerConfig {
     pub allocate_strategy: Arc<dyn AllocateMessageQueueStrategy>,
     /// Name servers and client identity.
     pub client: ClientConfig,
+    /// Record SubBefore/SubAfter trace events of every polled message in the trace topic (see
+    /// [`crate::trace`]); Java's `enableMsgTrace`.
+    pub enable_msg_trace: bool,
+    /// The trace topic; `None` = `RMQ_SYS_TRACE_TOPIC`. Java's `customizedTraceTopic`.
+    pub custom_trace_topic: Option<String>,
 }
 
 impl std::fmt::Debug for LitePullConsumerConfig {
@@ -150,6 +157,8 @@ impl LitePullConsumerConfig {
             consumer_pull_timeout: DEFAULT_CONSUMER_PULL_TIMEOUT,
             allocate_strategy: Arc::new(AllocateMessageQueueAveragely),
             client,
+            enable_msg_trace: false,
+            custom_trace_topic: None,
         }
     }
 }
@@ -224,6 +233,10 @@ struct LiteInner {
     runtime: RwLock<Option<Runtime>>,
     stop: CancellationToken,
     tasks: TaskTracker,
+    /// Called around every polled batch.
+    consume_hooks: RwLock<Vec<Arc<dyn ConsumeMessageHook>>>,
+    /// The trace dispatcher, with `enable_msg_trace`.
+    trace: Option<Arc<AsyncTraceDispatcher>>,
 }
 
 /// A poll-style consumer. See the module docs.
@@ -235,6 +248,21 @@ pub struct DefaultLitePullConsumer {
 impl DefaultLitePullConsumer {
     /// A consumer of `config.consumer_group`, not yet started.
     pub fn new(config: LitePullConsumerConfig) -> Self {
+        let trace = config.enable_msg_trace.then(|| {
+            Arc::new(AsyncTraceDispatcher::new(
+                &config.consumer_group,
+                TraceDispatcherType::Consume,
+                config.custom_trace_topic.as_deref(),
+                &config.client,
+            ))
+        });
+        let mut hooks: Vec<Arc<dyn ConsumeMessageHook>> = Vec::new();
+        if let Some(dispatcher) = &trace {
+            hooks.push(Arc::new(ConsumeMessageTraceHook::new(
+                Arc::clone(dispatcher),
+                config.client.client_ip_addr(),
+            )));
+        }
         let inner = Arc::new_cyclic(|me| LiteInner {
             config,
             me: me.clone(),
@@ -252,8 +280,22 @@ impl DefaultLitePullConsumer {
             runtime: RwLock::new(None),
             stop: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            consume_hooks: RwLock::new(hooks),
+            trace,
         });
         DefaultLitePullConsumer { inner }
+    }
+
+    /// Adds a hook called around every polled batch: `consume_message_before` when `poll` hands
+    /// the batch out and `consume_message_after` right after it, with success (the lite consumer
+    /// cannot know what the application does with the messages).
+    pub fn register_consume_message_hook(&self, hook: Arc<dyn ConsumeMessageHook>) {
+        self.inner.consume_hooks.write().push(hook);
+    }
+
+    /// The message trace dispatcher, when `enable_msg_trace` is on.
+    pub fn trace_dispatcher(&self) -> Option<&Arc<AsyncTraceDispatcher>> {
+        self.inner.trace.as_ref()
     }
 
     /// The consumer's settings.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{DEFAULT_POLL_TIMEOUT, DefaultLitePullConsumer, LiteInner, LitePullBatch};
+use crate::consumer::push::hook::ConsumeMessageContext;
 use crate::consumer::{MessageExt, MessageQueue};
 use crate::error::Result;
 
@@ -29,13 +30,13 @@ impl DefaultLitePullConsumer {
         loop {
             self.inner.maybe_auto_commit(&runtime);
             if let Some(batch) = self.inner.take_batch() {
-                return Ok(Some(batch));
+                return Ok(Some(self.inner.run_hooks(batch)));
             }
             let ready = self.inner.buffer_ready.notified();
             tokio::pin!(ready);
             ready.as_mut().enable();
             if let Some(batch) = self.inner.take_batch() {
-                return Ok(Some(batch));
+                return Ok(Some(self.inner.run_hooks(batch)));
             }
             if Instant::now() >= deadline {
                 return Ok(None);
@@ -55,6 +56,36 @@ impl DefaultLitePullConsumer {
 }
 
 impl LiteInner {
+    /// Runs the consume hooks on a polled batch, as the Java lite consumer does: before, then
+    /// after with success.
+    fn run_hooks(&self, batch: LitePullBatch) -> LitePullBatch {
+        let hooks = self.consume_hooks.read().clone();
+        if hooks.is_empty() {
+            return batch;
+        }
+        let mut ctx = ConsumeMessageContext {
+            consumer_group: self.config.consumer_group.clone(),
+            message_queue: batch.queue.clone(),
+            msg_list: batch.messages,
+            success: false,
+            status: String::new(),
+            props: Default::default(),
+            namespace: self.config.client.namespace.clone(),
+        };
+        for hook in &hooks {
+            hook.consume_message_before(&mut ctx);
+        }
+        ctx.status = "CONSUME_SUCCESS".to_owned();
+        ctx.success = true;
+        for hook in &hooks {
+            hook.consume_message_after(&mut ctx);
+        }
+        LitePullBatch {
+            queue: batch.queue,
+            messages: ctx.msg_list,
+        }
+    }
+
     pub(super) fn drop_buffered(&self, mq: &MessageQueue) {
         let mut buffer = self.buffer.lock();
         let mut dropped = 0;

@@ -135,6 +135,11 @@ pub struct PushConsumerConfig {
     /// their turn. Default 60 000, or the environment's
     /// [`MAX_TIME_CONSUME_CONTINUOUSLY_PROPERTY`].
     pub max_time_consume_continuously_ms: u64,
+    /// Record SubBefore/SubAfter trace events of every consumed message in the trace topic (see
+    /// [`crate::trace`]); Java's `enableMsgTrace`.
+    pub enable_msg_trace: bool,
+    /// The trace topic; `None` = `RMQ_SYS_TRACE_TOPIC`. Java's `customizedTraceTopic`.
+    pub custom_trace_topic: Option<String>,
 }
 
 impl std::fmt::Debug for PushConsumerConfig {
@@ -190,6 +195,8 @@ impl PushConsumerConfig {
                 MAX_TIME_CONSUME_CONTINUOUSLY_PROPERTY,
                 60_000,
             ),
+            enable_msg_trace: false,
+            custom_trace_topic: None,
         }
     }
 

@@ -40,6 +40,7 @@ use crate::consumer::{
 };
 use crate::error::ClientError;
 use crate::instance::{MQClientInstance, ServiceState};
+use crate::trace::{AsyncTraceDispatcher, ConsumeMessageTraceHook, TraceDispatcherType};
 
 mod builder;
 pub mod concurrently;
@@ -121,6 +122,8 @@ pub struct PushConsumerInner {
     pub(crate) stats: ConsumerStatsManager,
     consume_hooks: RwLock<Vec<Arc<dyn ConsumeMessageHook>>>,
     filter_hooks: RwLock<Vec<Arc<dyn FilterMessageHook>>>,
+    /// The trace dispatcher, created by the first start with `enable_msg_trace`.
+    trace: Mutex<Option<Arc<AsyncTraceDispatcher>>>,
     consumer_start_timestamp: i64,
     pub(crate) stop: CancellationToken,
     pub(crate) tasks: TaskTracker,
@@ -156,6 +159,7 @@ impl DefaultMQPushConsumer {
             stats: ConsumerStatsManager::new(),
             consume_hooks: RwLock::new(Vec::new()),
             filter_hooks: RwLock::new(Vec::new()),
+            trace: Mutex::new(None),
             consumer_start_timestamp: now_millis(),
             stop: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -218,12 +222,53 @@ impl DefaultMQPushConsumer {
     /// [`ClientError::NotStartable`]. A failed start leaves START_FAILED, except a refused group
     /// registration, which leaves CREATE_JUST.
     pub async fn start(&self) -> Result<(), ClientError> {
-        self.inner.start().await
+        let trace = self.trace_dispatcher_for_start();
+        self.inner.start().await?;
+        if let Some(trace) = trace
+            && let Err(e) = trace.start().await
+        {
+            tracing::warn!(group = %self.inner.group(), error = %e, "message trace not started");
+        }
+        Ok(())
+    }
+
+    /// With `enable_msg_trace`, the trace dispatcher, created (and its hook registered) on the
+    /// first call so that the first consumed batch is traced.
+    fn trace_dispatcher_for_start(&self) -> Option<Arc<AsyncTraceDispatcher>> {
+        let config = self.inner.config.read().clone();
+        if !config.enable_msg_trace {
+            return None;
+        }
+        let mut slot = self.inner.trace.lock();
+        if let Some(existing) = slot.as_ref() {
+            return Some(Arc::clone(existing));
+        }
+        let dispatcher = Arc::new(AsyncTraceDispatcher::new(
+            &config.consumer_group,
+            TraceDispatcherType::Consume,
+            config.custom_trace_topic.as_deref(),
+            &config.client,
+        ));
+        self.register_consume_message_hook(Arc::new(ConsumeMessageTraceHook::new(
+            Arc::clone(&dispatcher),
+            config.client.client_ip_addr(),
+        )));
+        *slot = Some(Arc::clone(&dispatcher));
+        Some(dispatcher)
+    }
+
+    /// The message trace dispatcher, once a start with `enable_msg_trace` created it.
+    pub fn trace_dispatcher(&self) -> Option<Arc<AsyncTraceDispatcher>> {
+        self.inner.trace.lock().clone()
     }
 
     /// Persists offsets, leaves the group and stops every task.
     pub async fn shutdown(&self) {
         self.inner.shutdown().await;
+        let trace = self.inner.trace.lock().clone();
+        if let Some(trace) = trace {
+            trace.shutdown().await;
+        }
     }
 
     /// Stops pulling (pulls are retried every second until [`Self::resume`]).

@@ -45,6 +45,8 @@ import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.client.producer.TransactionListener;
 import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.client.producer.TransactionSendResult;
+import org.apache.rocketmq.client.trace.TraceContext;
+import org.apache.rocketmq.client.trace.TraceDataEncoder;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
@@ -206,6 +208,7 @@ public final class MatrixRunner {
             case "acl-send-consume" -> aclSendConsume();
             case "acl-denied" -> aclDenied();
             case "tls-send-consume" -> tlsSendConsume();
+            case "msg-trace" -> msgTrace();
             default -> throw new CheckFailed("unknown scenario " + scenario);
         }
     }
@@ -938,6 +941,72 @@ public final class MatrixRunner {
             lag += w.getBrokerOffset() - w.getConsumerOffset();
         }
         check(lag == unconsumed, "sum of per-queue lag is " + unconsumed + ", got " + lag);
+    }
+
+    /**
+     * Message trace with the Java client's own tracing (enableMsgTrace) against the broker: the
+     * Pub, SubBefore and SubAfter records of a message are found in RMQ_SYS_TRACE_TOPIC by its
+     * msgId, decoded by the Java decoder (what mqadmin queryMsgTraceById does) and by Comet's
+     * {@code comet msg trace --id} (the binary named by MATRIX_COMET_BIN).
+     */
+    private void msgTrace() throws Exception {
+        String cometBin = System.getenv("MATRIX_COMET_BIN");
+        check(notEmpty(cometBin), "MATRIX_COMET_BIN names the comet binary");
+        createTopic(topic);
+        String producerGroup = "MxP_msg_trace_" + suffix;
+        DefaultMQProducer producer = new DefaultMQProducer(producerGroup, null, true, null);
+        configureClient(producer);
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
+        producer.start();
+        shutdowns.add(producer::shutdown);
+        SendResult sent = sendOk(producer, new Message(topic, "TagTrace", "TraceKey_" + suffix,
+            "traced".getBytes(StandardCharsets.UTF_8)));
+        String msgId = sent.getMsgId();
+        Collector c = collector();
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group, null, new AllocateMessageQueueAveragely(), true, null);
+        configureClient(consumer);
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            msgs.forEach(c::add);
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        startConsumer(consumer);
+        c.awaitUnique(1, "traced message delivered");
+
+        DefaultMQAdminExt admin = admin();
+        Set<String> wanted = Set.of("Pub", "SubBefore", "SubAfter");
+        AtomicReference<Set<String>> javaTypes = new AtomicReference<>(Set.of());
+        await(() -> {
+            try {
+                Set<String> types = new HashSet<>();
+                for (MessageExt m : admin.queryMessage("RMQ_SYS_TRACE_TOPIC", msgId, 64, 0, Long.MAX_VALUE)
+                    .getMessageList()) {
+                    for (TraceContext t : TraceDataEncoder.decoderFromTraceDataString(body(m))) {
+                        if (msgId.equals(t.getTraceBeans().get(0).getMsgId())) {
+                            types.add(t.getTraceType().name());
+                        }
+                    }
+                }
+                javaTypes.set(types);
+                return types.containsAll(wanted);
+            } catch (Exception e) {
+                return false;
+            }
+        }, "the Java decoder finds Pub, SubBefore and SubAfter of " + msgId);
+        check(javaTypes.get().containsAll(wanted), "Java decoded " + javaTypes.get());
+
+        Process comet = new ProcessBuilder(cometBin, "msg", "trace", "-n", namesrv, "--id", msgId, "--json")
+            .redirectErrorStream(true).start();
+        String shown = new String(comet.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        check(comet.waitFor(STEP_TIMEOUT_MS, TimeUnit.MILLISECONDS) && comet.exitValue() == 0,
+            "comet msg trace exited 0: " + shown);
+        for (String type : wanted) {
+            check(shown.contains("\"type\":\"" + type + "\""), "comet msg trace shows " + type + ": " + shown);
+        }
+        check(shown.contains("\"group\":\"" + producerGroup + "\""), "comet shows the producer group: " + shown);
+        check(shown.contains("\"group\":\"" + group + "\""), "comet shows the consumer group: " + shown);
+        check(shown.contains("\"tags\":\"TagTrace\""), "comet shows the tags: " + shown);
     }
 
     private void adminQueryMessage() throws Exception {
