@@ -7,6 +7,7 @@
 //! ones every processor shares for that.
 
 pub mod admin;
+pub mod call_consumer;
 pub mod client_manage;
 pub mod consumer_manage;
 pub mod end_transaction;
