@@ -211,3 +211,84 @@ async fn a_client_that_is_not_connected_is_reported_not_online() {
     producer.shutdown().await;
     cluster.shutdown().await;
 }
+
+/// An orderly listener that turns auto-commit off and asks to suspend on a body of `hold`.
+struct Holding {
+    seen: Arc<AtomicUsize>,
+}
+
+impl comet_client::consumer::MessageListenerOrderly for Holding {
+    fn consume_message<'a>(
+        &'a self,
+        msgs: &'a [MessageExt],
+        ctx: &'a mut comet_client::consumer::ConsumeOrderlyContext,
+    ) -> BoxFuture<'a, comet_client::consumer::ConsumeOrderlyStatus> {
+        Box::pin(async move {
+            self.seen.fetch_add(msgs.len(), Ordering::SeqCst);
+            if msgs.iter().any(|m| m.body.as_ref() == b"hold") {
+                ctx.auto_commit = false;
+                return comet_client::consumer::ConsumeOrderlyStatus::SuspendCurrentQueueAMoment;
+            }
+            comet_client::consumer::ConsumeOrderlyStatus::Success
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orderly_consumer_reports_its_listener_outcome_and_auto_commit() {
+    let cluster = Cluster::start().await;
+    let topic = "RunInfoOrderly";
+    let group = "run_info_orderly";
+    cluster.create_topic(topic, 1).await;
+    let broker = cluster.broker_name();
+    let producer = producer(&cluster).await;
+    let mq = MessageQueue::new(topic, &broker, 0);
+    // Only TagA is subscribed: the held message is reached by direct consumption alone.
+    let held = producer
+        .send_to_queue(Message::new(topic, b"hold".to_vec()).with_tags("TagB"), &mq)
+        .await
+        .expect("send");
+    producer
+        .send_to_queue(Message::new(topic, b"go".to_vec()).with_tags("TagA"), &mq)
+        .await
+        .expect("send");
+
+    let seen = Arc::new(AtomicUsize::new(0));
+    let consumer = comet_client::consumer::push::DefaultMQPushConsumer::new(consumer_config(
+        &cluster,
+        group,
+        &unique_instance("runinfo-orderly"),
+    ));
+    consumer.subscribe(topic, "TagA").await.expect("subscribe");
+    consumer.register_message_listener(MessageListener::Orderly(Arc::new(Holding {
+        seen: Arc::clone(&seen),
+    })));
+    consumer.start().await.expect("consumer starts");
+    let client_id = consumer.client_id().expect("started");
+    assert!(
+        wait_until(|| {
+            let n = seen.load(Ordering::SeqCst);
+            async move { n == 1 }
+        })
+        .await
+    );
+
+    let admin = MQAdmin::new(ClientConfig::new(cluster.namesrv_addr())).expect("admin client");
+    let info = admin
+        .consumer_running_info(group, &client_id, false)
+        .await
+        .expect("running info");
+    assert_eq!(info.property(PROP_CONSUME_ORDERLY), Some("true"));
+    let result = admin
+        .consume_message_directly(group, &client_id, &held.offset_msg_id, None)
+        .await
+        .expect("direct consumption");
+    assert_eq!(result.consume_result, Some(CMResult::Later));
+    assert!(result.order && !result.auto_commit, "{result:?}");
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+
+    admin.shutdown().await;
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    cluster.shutdown().await;
+}

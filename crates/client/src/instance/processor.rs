@@ -356,6 +356,39 @@ mod tests {
         let response = consumer_running_info(&instance, &unknown);
         assert_eq!(response.code, i32::from(ResponseCode::SystemError));
 
+        // CONSUME_MESSAGE_DIRECTLY for a group this client does not run, or without a message.
+        let mut stored = bytes::BytesMut::new();
+        comet_protocol::message::record::encode_record(
+            &comet_protocol::message::MessageExt::new("T", bytes::Bytes::from_static(b"x")),
+            &mut stored,
+        )
+        .expect("encodes");
+        let stored = stored.freeze();
+        let direct = |group: &str| {
+            comet_protocol::headers::request_with_header(
+                RequestCode::ConsumeMessageDirectly,
+                &ConsumeMessageDirectlyResultRequestHeader {
+                    consumer_group: group.into(),
+                    ..Default::default()
+                },
+            )
+        };
+        let response =
+            consume_message_directly(&instance, &direct("nope").with_body(stored.clone())).await;
+        assert_eq!(response.code, i32::from(ResponseCode::SystemError));
+        assert_eq!(
+            response.remark.as_deref(),
+            Some("The Consumer Group <nope> not exist in this consumer")
+        );
+        // A consumer without a listener (not a push consumer) cannot consume directly.
+        let response = consume_message_directly(&instance, &direct("cg").with_body(stored)).await;
+        assert_eq!(response.code, i32::from(ResponseCode::SystemError));
+        let response = consume_message_directly(&instance, &direct("cg")).await;
+        assert_eq!(
+            response.remark.as_deref(),
+            Some("CONSUME_MESSAGE_DIRECTLY without a message")
+        );
+
         // GET_CONSUMER_STATUS_FROM_CLIENT answers the offsets.
         let status = comet_protocol::headers::request_with_header(
             RequestCode::GetConsumerStatusFromClient,
