@@ -12,7 +12,9 @@
 #      "Rebalance OK" (mqadmin parsed every client's ConsumerRunningInfo);
 #   4. `mqadmin consumerStatus -g GROUP -i CLIENT -s`: exit 0 and every section of Java's
 #      ConsumerRunningInfo.formatString, the queues of the topic and the client's task dump;
-#   5. `mqadmin queryMsgById -i MSGID -g GROUP -d CLIENT` (CONSUME_MESSAGE_DIRECTLY): prints a
+#   5. `mqadmin consumerProgress -g GROUP -s true`: every queue of the topic shows the client's IP,
+#      which mqadmin takes from the MessageQueue keys of the client's running info;
+#   6. `mqadmin queryMsgById -i MSGID -g GROUP -d CLIENT` (CONSUME_MESSAGE_DIRECTLY): prints a
 #      ConsumeMessageDirectlyResult with CR_SUCCESS, and the consumer printed that message again.
 #
 # Prints one summary line per target; on failure the outputs and the server logs. Exits non-zero
@@ -192,6 +194,12 @@ check() {
     queues="$(grep -c "^$TOPIC " "$WORK/detail.out" || true)"
     ((queues >= 8)) || die "detail: $queues lines of $TOPIC queues, expected 8 or more"
 
+    step "mqadmin consumerProgress -g $GROUP -s true ($target)"
+    mqadmin progress consumerProgress -g "$GROUP" -s true
+    # The client's IP is taken from the keys of its running info's mqTable, queue by queue.
+    queues="$(grep -c "^$TOPIC .* ${CLIENT_ID%@*} " "$WORK/progress.out" || true)"
+    ((queues == 4)) || die "progress: $queues queues of $TOPIC show the client's IP ${CLIENT_ID%@*}, expected 4"
+
     step "mqadmin queryMsgById -i $MSG_ID -g $GROUP -d $CLIENT_ID ($target)"
     mqadmin direct queryMsgById -t "$TOPIC" -i "$MSG_ID" -g "$GROUP" -d "$CLIENT_ID"
     expect direct "ConsumeMessageDirectlyResult [order=false, autoCommit=true, consumeResult=CR_SUCCESS"
@@ -200,7 +208,7 @@ check() {
     kill -TERM "$CONSUMER_PID" 2>/dev/null || true
     wait "$CONSUMER_PID" 2>/dev/null || true
     CONSUMER_PID=""
-    echo "mqadmin: PASS consumerStatus (summary, -i -s detail) and queryMsgById -g -d against $target ($((SECONDS - T0))s)"
+    echo "mqadmin: PASS consumerStatus (summary, -i -s detail), consumerProgress -s and queryMsgById -g -d against $target ($((SECONDS - T0))s)"
 }
 
 for target in $TARGETS; do
