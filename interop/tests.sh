@@ -48,6 +48,7 @@ SUITES=(
     interop/matrix.sh
     interop/comet-client/run.sh
     interop/ha/run.sh
+    interop/mqadmin/run.sh
 )
 passed=0
 failed=0

@@ -204,3 +204,138 @@ async fn produce_consume_and_list() {
     broker.shutdown().await.expect("broker stops");
     namesrv.shutdown().await;
 }
+
+/// Counts what a push consumer's listener receives.
+struct CountingListener(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl comet_client::consumer::MessageListenerConcurrently for CountingListener {
+    fn consume_message<'a>(
+        &'a self,
+        msgs: &'a [comet_client::MessageExt],
+        _ctx: &'a mut comet_client::consumer::ConsumeConcurrentlyContext,
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = comet_client::consumer::ConsumeConcurrentlyStatus> + Send + 'a>,
+    > {
+        self.0
+            .fetch_add(msgs.len(), std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { comet_client::consumer::ConsumeConcurrentlyStatus::ConsumeSuccess })
+    }
+}
+
+/// Polls `condition` until it holds, failing the test after [`DISPATCH_DEADLINE`].
+async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + DISPATCH_DEADLINE;
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: deadline passed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_status_and_direct_consumption() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let namesrv = NameServer::start(NamesrvConfig::new(
+        "127.0.0.1:0",
+        dir.path().join("namesrv"),
+    ))
+    .await
+    .expect("name server starts");
+    let ns = namesrv.local_addr().to_string();
+    let config = BrokerConfig {
+        bind_address: "127.0.0.1".parse().expect("literal IP"),
+        listen_port: 0,
+        store_path_root_dir: dir.path().join("store"),
+        mapped_file_size_commit_log: 4 * 1024 * 1024,
+        mapped_file_size_consume_queue: 1000 * 20,
+        max_hash_slot_num: 1000,
+        max_index_num: 4000,
+        namesrv_addr: vec![ns.clone()],
+        ..BrokerConfig::default()
+    };
+    let broker = BrokerController::start(config)
+        .await
+        .expect("broker starts");
+    let topic = "CliStatusTopic";
+    let group = "cli_status_group";
+    let produced = comet(args(&[
+        "produce", "-n", &ns, topic, "--count", "1", "--body", "direct", "--json",
+    ]))
+    .await;
+    let sent: serde_json::Value =
+        serde_json::from_str(produced.lines().next().expect("one line")).expect("JSON");
+    let offset_msg_id = sent["offsetMsgId"]
+        .as_str()
+        .expect("offset msgId")
+        .to_owned();
+
+    let seen = Arc::new(AtomicUsize::new(0));
+    let mut consumer_config = comet_client::consumer::push::PushConsumerConfig::new(group);
+    consumer_config.client = comet_client::ClientConfig::new(ns.clone());
+    consumer_config.client.client_ip = "127.0.0.1".to_owned();
+    consumer_config.client.instance_name = "cli-status".to_owned();
+    consumer_config.consume_from_where =
+        comet_client::consumer::ConsumeFromWhere::ConsumeFromFirstOffset;
+    let consumer = comet_client::consumer::push::DefaultMQPushConsumer::new(consumer_config);
+    consumer.subscribe(topic, "*").await.expect("subscribe");
+    consumer.register_message_listener(comet_client::consumer::MessageListener::Concurrently(
+        Arc::new(CountingListener(Arc::clone(&seen))),
+    ));
+    consumer.start().await.expect("consumer starts");
+    let client_id = consumer.client_id().expect("started");
+    wait_for("the message is consumed", || {
+        seen.load(Ordering::SeqCst) == 1
+    })
+    .await;
+
+    let status = comet(args(&["group", "status", "-n", &ns, group, "--json"])).await;
+    let status: serde_json::Value = serde_json::from_str(status.trim()).expect("JSON");
+    let info = &status["clients"][client_id.as_str()];
+    assert_eq!(
+        info["properties"]["PROP_CONSUME_TYPE"], "CONSUME_PASSIVELY",
+        "{status}"
+    );
+    assert!(
+        info["mqTable"]
+            .as_object()
+            .is_some_and(|t| t.keys().any(|k| k.contains(topic))),
+        "{status}"
+    );
+    let table = comet(args(&["group", "status", "-n", &ns, group])).await;
+    assert!(
+        table.contains(&client_id) && table.contains("CONSUME_PASSIVELY"),
+        "{table}"
+    );
+    let detail = comet(args(&[
+        "group", "status", "-n", &ns, group, "-i", &client_id, "-s",
+    ]))
+    .await;
+    assert!(
+        detail.contains("PROP_NAMESERVER_ADDR") && detail.contains("tokio runtime"),
+        "{detail}"
+    );
+
+    let direct = comet(args(&[
+        "msg",
+        "consume-directly",
+        "-n",
+        &ns,
+        &offset_msg_id,
+        "-g",
+        group,
+        "-d",
+        &client_id,
+    ]))
+    .await;
+    assert!(direct.contains("consumeResult=CR_SUCCESS"), "{direct}");
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+
+    consumer.shutdown().await;
+    broker.shutdown().await.expect("broker stops");
+    namesrv.shutdown().await;
+}

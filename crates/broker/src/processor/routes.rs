@@ -10,6 +10,7 @@ use comet_remoting::{RemotingServer, RequestProcessor};
 
 use crate::context::BrokerContext;
 use crate::processor::admin::AdminProcessor;
+use crate::processor::call_consumer::CallConsumerProcessor;
 use crate::processor::client_manage::ClientManageProcessor;
 use crate::processor::consumer_manage::ConsumerManageProcessor;
 use crate::processor::end_transaction::EndTransactionProcessor;
@@ -44,6 +45,8 @@ pub enum Route {
     Query,
     /// Topics, groups, statistics and offset resets for tools: [`AdminProcessor`].
     Admin,
+    /// Tool requests relayed to one consumer client: [`CallConsumerProcessor`].
+    CallConsumer,
 }
 
 /// Every request code the broker serves, by processor, in the order a client meets them.
@@ -102,6 +105,10 @@ pub const ROUTES: &[(Route, &[RequestCode])] = &[
             GetTimerMetrics,
         ],
     ),
+    (
+        Route::CallConsumer,
+        &[GetConsumerRunningInfo, ConsumeMessageDirectly],
+    ),
 ];
 
 /// Builds each processor once and registers it for every code of its route.
@@ -125,6 +132,7 @@ pub fn register(
             Route::Offset => Arc::new(OffsetProcessor::new(ctx)),
             Route::Query => Arc::new(QueryMessageProcessor::new(ctx)),
             Route::Admin => Arc::new(AdminProcessor::new(ctx)),
+            Route::CallConsumer => Arc::new(CallConsumerProcessor::new(ctx)),
         };
         for code in codes {
             server.register(code.code(), Arc::clone(&processor));
@@ -147,6 +155,6 @@ mod tests {
                 assert!(seen.insert(code.code()), "{code:?} routed twice");
             }
         }
-        assert_eq!(seen.len(), 43);
+        assert_eq!(seen.len(), 45);
     }
 }

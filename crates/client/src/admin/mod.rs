@@ -14,7 +14,8 @@
 //! of the topic's route. The operations are split by subject:
 //! - [`topic`]: cluster info, topic list/route/create/delete/stats;
 //! - [`group`]: consumer progress, connections, offset reset;
-//! - [`message`]: query by key/id, dead-letter queue listing and resend.
+//! - [`message`]: query by key/id, dead-letter queue listing and resend;
+//! - [`running`]: one consumer client's running info, and direct delivery of a message to it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use crate::error::{ClientError, Result};
 pub mod broker;
 pub mod group;
 pub mod message;
+pub mod running;
 pub mod topic;
 
 pub use group::QueueProgress;

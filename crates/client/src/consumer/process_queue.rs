@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
+use comet_protocol::body::ProcessQueueInfo;
 use comet_protocol::message::properties::keys;
 use parking_lot::Mutex;
 
@@ -480,23 +481,37 @@ impl ProcessQueue {
         &self.consume_lock
     }
 
-    /// A JSON snapshot for running info (`ProcessQueueInfo`-like).
-    pub fn info(&self) -> serde_json::Value {
+    /// The queue's state for running info (Java `fillProcessQueueInfo`); the caller sets
+    /// `commit_offset` from the offset store.
+    pub fn info(&self) -> ProcessQueueInfo {
         let cache = self.cache.lock();
-        serde_json::json!({
-            "commitOffset": cache.msg_tree_map.first_key_value().map(|(k, _)| *k),
-            "cachedMsgMinOffset": cache.msg_tree_map.first_key_value().map_or(0, |(k, _)| *k),
-            "cachedMsgMaxOffset": cache.msg_tree_map.last_key_value().map_or(0, |(k, _)| *k),
-            "cachedMsgCount": cache.msg_count,
-            "cachedMsgSizeInMiB": cache.msg_size / (1024 * 1024),
-            "transactionMsgCount": cache.consuming_msg_orderly_tree_map.len(),
-            "locked": self.is_locked(),
-            "tryUnlockTimes": self.try_unlock_times(),
-            "lastLockTimestamp": self.last_lock_timestamp(),
-            "droped": self.is_dropped(),
-            "lastPullTimestamp": self.last_pull_timestamp(),
-            "lastConsumeTimestamp": self.last_consume_timestamp(),
-        })
+        let mut info = ProcessQueueInfo::default();
+        if let (Some((min, _)), Some((max, _))) = (
+            cache.msg_tree_map.first_key_value(),
+            cache.msg_tree_map.last_key_value(),
+        ) {
+            info.cached_msg_min_offset = *min;
+            info.cached_msg_max_offset = *max;
+            info.cached_msg_count = i32::try_from(cache.msg_tree_map.len()).unwrap_or(i32::MAX);
+        }
+        info.cached_msg_size_in_mib =
+            i32::try_from(cache.msg_size / (1024 * 1024)).unwrap_or(i32::MAX);
+        let consuming = &cache.consuming_msg_orderly_tree_map;
+        if let (Some((min, _)), Some((max, _))) =
+            (consuming.first_key_value(), consuming.last_key_value())
+        {
+            info.transaction_msg_min_offset = *min;
+            info.transaction_msg_max_offset = *max;
+            info.transaction_msg_count = i32::try_from(consuming.len()).unwrap_or(i32::MAX);
+        }
+        drop(cache);
+        info.locked = self.is_locked();
+        info.try_unlock_times = self.try_unlock_times();
+        info.last_lock_timestamp = self.last_lock_timestamp();
+        info.droped = self.is_dropped();
+        info.last_pull_timestamp = self.last_pull_timestamp();
+        info.last_consume_timestamp = self.last_consume_timestamp();
+        info
     }
 }
 

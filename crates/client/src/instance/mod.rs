@@ -32,7 +32,8 @@ use std::sync::{Arc, LazyLock, Weak};
 
 use comet_acl::AclClientRpcHook;
 use comet_protocol::body::{
-    ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue, SubscriptionData, TopicRouteData,
+    ConsumeFromWhere, ConsumeMessageDirectlyResult, ConsumeType, ConsumerRunningInfo, MessageModel,
+    MessageQueue, SubscriptionData, TopicRouteData,
 };
 use comet_protocol::headers::CheckTransactionStateRequestHeader;
 use comet_protocol::message::MessageExt;
@@ -110,8 +111,18 @@ pub trait MQConsumerInner: Send + Sync + 'static {
     fn update_topic_subscribe_info(&self, topic: &str, info: Vec<MessageQueue>);
     /// Whether the route of `topic` should be refreshed for this consumer.
     fn is_subscribe_topic_need_update(&self, topic: &str) -> bool;
-    /// ConsumerRunningInfo-like JSON, answered to GET_CONSUMER_RUNNING_INFO.
-    fn running_info(&self) -> serde_json::Value;
+    /// The consumer's running info, answered to GET_CONSUMER_RUNNING_INFO (the instance adds
+    /// the name server, consume type and client version properties).
+    fn running_info(&self) -> ConsumerRunningInfo;
+    /// CONSUME_MESSAGE_DIRECTLY: hands `msg` (stored on `broker_name`) to the listener once and
+    /// reports the outcome. `None` for a consumer without a listener (pull and lite consumers).
+    fn consume_message_directly(
+        &self,
+        _msg: MessageExt,
+        _broker_name: &str,
+    ) -> BoxFuture<'static, Option<ConsumeMessageDirectlyResult>> {
+        Box::pin(async { None })
+    }
     /// RESET_CONSUMER_CLIENT_OFFSET from the broker: restart the queues at these offsets.
     fn reset_offset(
         &self,

@@ -1,15 +1,20 @@
 //! Requests a broker sends to a client: NOTIFY_CONSUMER_IDS_CHANGED (rebalance now),
-//! RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO and
-//! CHECK_TRANSACTION_STATE, each handed to the producer or consumer group it names.
+//! RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO,
+//! CONSUME_MESSAGE_DIRECTLY and CHECK_TRANSACTION_STATE, each handed to the producer or consumer
+//! group it names.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use comet_protocol::RemotingCommand;
-use comet_protocol::body::{MessageQueue, ResetOffsetBody, from_fastjson, to_fastjson_bytes};
+use comet_protocol::body::running::{PROP_CLIENT_VERSION, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR};
+use comet_protocol::body::{
+    ConsumeType, MessageQueue, ResetOffsetBody, from_fastjson, to_fastjson_bytes,
+};
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{
-    CheckTransactionStateRequestHeader, CommandHeaderExt, GetConsumerRunningInfoRequestHeader,
+    CheckTransactionStateRequestHeader, CommandHeaderExt,
+    ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusRequestHeader, NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
 };
@@ -74,6 +79,9 @@ impl RequestProcessor for ClientRemotingProcessor {
                 RequestCode::CheckTransactionState => {
                     check_transaction_state(&instance, &peer, &request);
                     None
+                }
+                RequestCode::ConsumeMessageDirectly => {
+                    Some(consume_message_directly(&instance, &request).await)
                 }
                 _ => Some(RemotingCommand::response(
                     ResponseCode::RequestCodeNotSupported,
@@ -160,7 +168,99 @@ fn consumer_running_info(
         Err(e) => return RemotingCommand::response(ResponseCode::SystemError, Some(e.to_string())),
     };
     match instance.consumer(&header.consumer_group) {
-        Some(consumer) => json_response(&consumer.running_info()),
+        Some(consumer) => {
+            let mut info = consumer.running_info();
+            let name_servers: String = instance
+                .api()
+                .name_server_address_list()
+                .iter()
+                .map(|addr| format!("{addr};"))
+                .collect();
+            info.properties
+                .insert(PROP_NAMESERVER_ADDR.to_owned(), name_servers);
+            info.properties.insert(
+                PROP_CONSUME_TYPE.to_owned(),
+                consume_type_name(consumer.consume_type()).to_owned(),
+            );
+            info.properties.insert(
+                PROP_CLIENT_VERSION.to_owned(),
+                CLIENT_VERSION_NAME.to_owned(),
+            );
+            if header.jstack_enable == Some(true) {
+                info.jstack = Some(task_dump(instance));
+            }
+            json_response(&info)
+        }
+        None => RemotingCommand::response(
+            ResponseCode::SystemError,
+            Some(format!(
+                "The Consumer Group <{}> not exist in this consumer",
+                header.consumer_group
+            )),
+        ),
+    }
+}
+
+/// The Java `MQVersion` name of [`comet_protocol::command::COMET_VERSION`].
+const CLIENT_VERSION_NAME: &str = "V5_3_3";
+
+fn consume_type_name(consume_type: ConsumeType) -> &'static str {
+    match consume_type {
+        ConsumeType::ConsumeActively => "CONSUME_ACTIVELY",
+        ConsumeType::ConsumePassively => "CONSUME_PASSIVELY",
+        ConsumeType::ConsumePop => "CONSUME_POP",
+    }
+}
+
+/// What a Rust client can say in place of a JVM thread dump: its runtime's workers and live
+/// tasks, and the groups it runs.
+fn task_dump(instance: &MQClientInstance) -> String {
+    let mut text = format!("Comet client {}\n", instance.client_id());
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        let metrics = handle.metrics();
+        text.push_str(&format!(
+            "tokio runtime: {} worker threads, {} live tasks\n",
+            metrics.num_workers(),
+            metrics.num_alive_tasks()
+        ));
+    }
+    text
+}
+
+/// CONSUME_MESSAGE_DIRECTLY: the broker put one stored message in the body; the named group's
+/// push consumer hands it to its listener once.
+async fn consume_message_directly(
+    instance: &MQClientInstance,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<ConsumeMessageDirectlyResultRequestHeader>() {
+        Ok(header) => header,
+        Err(e) => return RemotingCommand::response(ResponseCode::SystemError, Some(e.to_string())),
+    };
+    let msg = match request.body.as_ref().map(decode_messages) {
+        Some(Ok(mut messages)) if !messages.is_empty() => messages.swap_remove(0),
+        Some(Err(e)) => {
+            return RemotingCommand::response(
+                ResponseCode::SystemError,
+                Some(format!(
+                    "undecodable message in CONSUME_MESSAGE_DIRECTLY: {e}"
+                )),
+            );
+        }
+        _ => {
+            return RemotingCommand::response(
+                ResponseCode::SystemError,
+                Some("CONSUME_MESSAGE_DIRECTLY without a message".to_owned()),
+            );
+        }
+    };
+    let broker_name = header.broker_name.clone().unwrap_or_default();
+    let result = match instance.consumer(&header.consumer_group) {
+        Some(consumer) => consumer.consume_message_directly(msg, &broker_name).await,
+        None => None,
+    };
+    match result {
+        Some(result) => json_response(&result),
         None => RemotingCommand::response(
             ResponseCode::SystemError,
             Some(format!(
@@ -242,7 +342,10 @@ mod tests {
         assert_eq!(response.code, i32::from(ResponseCode::Success));
         let body: serde_json::Value =
             serde_json::from_slice(response.body.as_deref().unwrap_or_default()).expect("json");
-        assert_eq!(body["properties"]["consumeType"], "CONSUME_PASSIVELY");
+        assert_eq!(body["properties"]["PROP_CONSUME_TYPE"], "CONSUME_PASSIVELY");
+        assert_eq!(body["properties"]["PROP_CLIENT_VERSION"], "V5_3_3");
+        assert_eq!(body["properties"]["consumerGroup"], "cg");
+        assert!(body.get("jstack").is_none());
         let unknown = comet_protocol::headers::request_with_header(
             RequestCode::GetConsumerRunningInfo,
             &GetConsumerRunningInfoRequestHeader {
@@ -252,6 +355,39 @@ mod tests {
         );
         let response = consumer_running_info(&instance, &unknown);
         assert_eq!(response.code, i32::from(ResponseCode::SystemError));
+
+        // CONSUME_MESSAGE_DIRECTLY for a group this client does not run, or without a message.
+        let mut stored = bytes::BytesMut::new();
+        comet_protocol::message::record::encode_record(
+            &comet_protocol::message::MessageExt::new("T", bytes::Bytes::from_static(b"x")),
+            &mut stored,
+        )
+        .expect("encodes");
+        let stored = stored.freeze();
+        let direct = |group: &str| {
+            comet_protocol::headers::request_with_header(
+                RequestCode::ConsumeMessageDirectly,
+                &ConsumeMessageDirectlyResultRequestHeader {
+                    consumer_group: group.into(),
+                    ..Default::default()
+                },
+            )
+        };
+        let response =
+            consume_message_directly(&instance, &direct("nope").with_body(stored.clone())).await;
+        assert_eq!(response.code, i32::from(ResponseCode::SystemError));
+        assert_eq!(
+            response.remark.as_deref(),
+            Some("The Consumer Group <nope> not exist in this consumer")
+        );
+        // A consumer without a listener (not a push consumer) cannot consume directly.
+        let response = consume_message_directly(&instance, &direct("cg").with_body(stored)).await;
+        assert_eq!(response.code, i32::from(ResponseCode::SystemError));
+        let response = consume_message_directly(&instance, &direct("cg")).await;
+        assert_eq!(
+            response.remark.as_deref(),
+            Some("CONSUME_MESSAGE_DIRECTLY without a message")
+        );
 
         // GET_CONSUMER_STATUS_FROM_CLIENT answers the offsets.
         let status = comet_protocol::headers::request_with_header(

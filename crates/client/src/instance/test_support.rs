@@ -92,8 +92,11 @@ impl MQConsumerInner for RecordingConsumer {
     fn is_subscribe_topic_need_update(&self, _topic: &str) -> bool {
         false
     }
-    fn running_info(&self) -> serde_json::Value {
-        serde_json::json!({"properties": {"consumeType": "CONSUME_PASSIVELY"}})
+    fn running_info(&self) -> comet_protocol::body::ConsumerRunningInfo {
+        let mut info = comet_protocol::body::ConsumerRunningInfo::default();
+        info.properties
+            .insert("consumerGroup".to_owned(), "cg".to_owned());
+        info
     }
     fn reset_offset(
         &self,

@@ -1,5 +1,5 @@
-//! `comet group progress|connections|reset-offset` (mqadmin `consumerProgress`,
-//! `consumerConnection`, `resetOffsetByTime`).
+//! `comet group progress|connections|status|reset-offset` (mqadmin `consumerProgress`,
+//! `consumerConnection`, `consumerStatus`, `resetOffsetByTime`).
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -30,6 +30,17 @@ pub enum GroupCommand {
         /// Consumer group.
         group: String,
     },
+    /// What each online client of the group reports: queues, subscriptions, statistics.
+    Status {
+        /// Consumer group.
+        group: String,
+        /// Only this client (its client id), with its full report.
+        #[arg(short = 'i', long = "client")]
+        client: Option<String>,
+        /// Ask for the client's task dump too.
+        #[arg(short = 's', long)]
+        jstack: bool,
+    },
     /// Reset the group's offsets of a topic to the first message stored at or after a time.
     ResetOffset {
         /// Consumer group.
@@ -59,6 +70,11 @@ async fn execute(admin: &MQAdmin, command: GroupCommand, json: bool) -> Result<(
             progress(admin, &group, topic.as_deref(), json).await
         }
         GroupCommand::Connections { group } => connections(admin, &group, json).await,
+        GroupCommand::Status {
+            group,
+            client,
+            jstack,
+        } => super::group_status::status(admin, &group, client.as_deref(), jstack, json).await,
         GroupCommand::ResetOffset {
             group,
             topic,

@@ -19,6 +19,7 @@ use comet_protocol::time::{civil_from_days, days_from_civil};
 
 pub mod consume;
 pub mod group;
+pub mod group_status;
 pub mod msg;
 pub mod produce;
 pub mod status;

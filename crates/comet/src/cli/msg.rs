@@ -1,4 +1,5 @@
-//! `comet msg by-key|by-id|trace` (mqadmin `queryMsgByKey`, `queryMsgById`, `queryMsgTraceById`).
+//! `comet msg by-key|by-id|trace|consume-directly` (mqadmin `queryMsgByKey`, `queryMsgById`,
+//! `queryMsgTraceById` and `queryMsgById -g -d`).
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -53,6 +54,20 @@ pub enum MsgCommand {
         #[arg(long, default_value = comet_client::trace::RMQ_SYS_TRACE_TOPIC)]
         trace_topic: String,
     },
+    /// Hand one stored message to one online push consumer's listener, once.
+    ConsumeDirectly {
+        /// Message id (offset msgId, or unique id with --topic).
+        id: String,
+        /// Consumer group.
+        #[arg(short = 'g', long)]
+        group: String,
+        /// Client id of the consumer (see `comet group connections`).
+        #[arg(short = 'd', long = "client")]
+        client: String,
+        /// Topic (needed to look a unique id up).
+        #[arg(short = 't', long)]
+        topic: Option<String>,
+    },
 }
 
 pub async fn run(args: MsgArgs) -> Result<()> {
@@ -98,6 +113,21 @@ async fn execute(admin: &MQAdmin, command: MsgCommand, json: bool) -> Result<()>
                 ]);
             }
             table.print();
+        }
+        MsgCommand::ConsumeDirectly {
+            id,
+            group,
+            client,
+            topic,
+        } => {
+            let result = admin
+                .consume_message_directly(&group, &client, &id, topic.as_deref())
+                .await?;
+            if json {
+                println!("{}", comet_protocol::body::to_standard_json(&result)?);
+            } else {
+                println!("{result}");
+            }
         }
         MsgCommand::ById { id, topic } => {
             let (kind, msg) = admin.view_message(&id, topic.as_deref()).await?;

@@ -12,6 +12,7 @@ pub mod lock;
 pub mod queue;
 pub mod register;
 pub mod route;
+pub mod running;
 pub mod stats;
 pub mod topic;
 pub mod writer;
@@ -28,6 +29,10 @@ pub use lock::{LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBo
 pub use queue::MessageQueue;
 pub use register::RegisterBrokerBody;
 pub use route::{BrokerData, ClusterInfo, QueueData, TopicRouteData};
+pub use running::{
+    CMResult, ConsumeMessageDirectlyResult, ConsumeStatus, ConsumerRunningInfo,
+    PopProcessQueueInfo, ProcessQueueInfo,
+};
 pub use stats::{
     Connection, ConsumeStats, ConsumeStatsList, ConsumerConnection,
     GetConsumerListByGroupResponseBody, GroupList, KvTable, OffsetWrapper, ProducerConnection,

@@ -91,31 +91,24 @@ impl MQConsumerInner for LiteInner {
             .is_some_and(|rt| rt.rebalance.is_subscribe_topic_need_update(topic))
     }
 
-    fn running_info(&self) -> serde_json::Value {
-        let queues: HashMap<String, serde_json::Value> = self
-            .queues
-            .lock()
-            .iter()
-            .map(|(mq, q)| {
-                (
-                    mq.to_string(),
-                    serde_json::json!({
-                        "pullOffset": q.pull_offset,
-                        "consumeOffset": q.consume_offset,
-                        "cachedMsgCount": q.cached_msgs,
-                        "cachedMsgSizeInBytes": q.cached_bytes,
-                    }),
-                )
-            })
-            .collect();
-        serde_json::json!({
-            "properties": {
-                "PROP_CONSUME_TYPE": "CONSUME_ACTIVELY",
-                "PROP_CLIENT_VERSION": env!("CARGO_PKG_VERSION"),
-            },
-            "subscriptionSet": self.subscriptions(),
-            "mqTable": queues,
-        })
+    fn running_info(&self) -> comet_protocol::body::ConsumerRunningInfo {
+        let mut info = comet_protocol::body::ConsumerRunningInfo::default();
+        info.properties
+            .insert("consumerGroup".to_owned(), self.group_name());
+        let mut subscriptions = self.subscriptions();
+        subscriptions.sort_by(|a, b| (&a.topic, &a.sub_string).cmp(&(&b.topic, &b.sub_string)));
+        info.subscription_set = subscriptions;
+        for (mq, q) in self.queues.lock().iter() {
+            let pq_info = comet_protocol::body::ProcessQueueInfo {
+                commit_offset: q.consume_offset,
+                cached_msg_count: i32::try_from(q.cached_msgs).unwrap_or(i32::MAX),
+                cached_msg_size_in_mib: i32::try_from(q.cached_bytes / (1024 * 1024))
+                    .unwrap_or(i32::MAX),
+                ..Default::default()
+            };
+            info.mq_table.insert(mq.clone(), pq_info);
+        }
+        info
     }
 
     /// The broker reset the group's offsets (admin reset by time): owned queues jump there.

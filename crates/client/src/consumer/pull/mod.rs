@@ -730,27 +730,23 @@ impl MQConsumerInner for PullConsumerInner {
             && !self.topic_subscribe_info.read().contains_key(topic)
     }
 
-    fn running_info(&self) -> serde_json::Value {
-        let offsets: HashMap<String, i64> = self
-            .offsets
-            .read()
-            .as_ref()
-            .map(|o| {
-                o.store
-                    .clone_offset_table("")
-                    .into_iter()
-                    .map(|(mq, o)| (mq.to_string(), o))
-                    .collect()
-            })
-            .unwrap_or_default();
-        serde_json::json!({
-            "properties": {
-                "PROP_CONSUME_TYPE": "CONSUME_ACTIVELY",
-                "PROP_CLIENT_VERSION": env!("CARGO_PKG_VERSION"),
-            },
-            "subscriptionSet": self.subscriptions(),
-            "offsets": offsets,
-        })
+    fn running_info(&self) -> comet_protocol::body::ConsumerRunningInfo {
+        let mut info = comet_protocol::body::ConsumerRunningInfo::default();
+        info.properties
+            .insert("consumerGroup".to_owned(), self.group_name());
+        let mut subscriptions = self.subscriptions();
+        subscriptions.sort_by(|a, b| (&a.topic, &a.sub_string).cmp(&(&b.topic, &b.sub_string)));
+        info.subscription_set = subscriptions;
+        if let Some(o) = self.offsets.read().as_ref() {
+            for (mq, offset) in o.store.clone_offset_table("") {
+                let pq_info = comet_protocol::body::ProcessQueueInfo {
+                    commit_offset: offset,
+                    ..Default::default()
+                };
+                info.mq_table.insert(mq, pq_info);
+            }
+        }
+        info
     }
 
     /// The broker reset the group's offsets: the application reads them with

@@ -1,16 +1,18 @@
 //! What the client instance asks of a push consumer ([`MQConsumerInner`]): the group's data for
 //! the heartbeat, the periodic rebalance and offset persistence, new subscribe sets from route
-//! refreshes, and the broker's requests — running info (GET_CONSUMER_RUNNING_INFO), consume
-//! offsets (GET_CONSUMER_STATUS_FROM_CLIENT) and offset resets (RESET_CONSUMER_CLIENT_OFFSET).
+//! refreshes, and the broker's requests — running info (GET_CONSUMER_RUNNING_INFO), direct
+//! consumption (CONSUME_MESSAGE_DIRECTLY), consume offsets (GET_CONSUMER_STATUS_FROM_CLIENT) and
+//! offset resets (RESET_CONSUMER_CLIENT_OFFSET).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
+use comet_protocol::body::{ConsumeMessageDirectlyResult, ConsumerRunningInfo};
 use futures::future::BoxFuture;
 
 use super::{ConsumeService, PushConsumerInner, Runtime};
 use crate::consumer::{
-    ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue, SubscriptionData,
+    ConsumeFromWhere, ConsumeType, MessageExt, MessageModel, MessageQueue, SubscriptionData,
 };
 use crate::instance::{MQConsumerInner, ServiceState};
 
@@ -72,54 +74,6 @@ impl PushConsumerInner {
         let owned = rt.rebalance.owned_queues();
         rt.offset_store.persist_all(&owned).await;
     }
-
-    /// ConsumerRunningInfo-like JSON: the properties, subscriptions, process queues and
-    /// consume statistics (answered to GET_CONSUMER_RUNNING_INFO).
-    pub(super) fn running_info_json(&self) -> serde_json::Value {
-        let config = self.config.read().clone();
-        let Some(rt) = self.runtime() else {
-            return serde_json::json!({ "properties": { "consumerGroup": config.consumer_group } });
-        };
-        let mq_table: serde_json::Map<String, serde_json::Value> = rt
-            .rebalance
-            .process_queue_table()
-            .into_iter()
-            .map(|(mq, pq)| (mq.to_string(), pq.info()))
-            .collect();
-        let status_table: serde_json::Map<String, serde_json::Value> = self
-            .stats
-            .topics()
-            .into_iter()
-            .map(|topic| {
-                let s = self.stats.consume_status(&topic);
-                (
-                    topic,
-                    serde_json::json!({
-                        "pullRT": s.pull_rt, "pullTPS": s.pull_tps, "consumeRT": s.consume_rt,
-                        "consumeOKTPS": s.consume_ok_tps, "consumeFailedTPS": s.consume_failed_tps,
-                        "consumeFailedMsgs": s.consume_failed_msgs,
-                    }),
-                )
-            })
-            .collect();
-        serde_json::json!({
-            "properties": {
-                "consumerGroup": config.consumer_group,
-                "messageModel": format!("{:?}", config.message_model),
-                "consumeFromWhere": format!("{:?}", config.consume_from_where),
-                "allocateMessageQueueStrategy": config.allocate_message_queue_strategy.name(),
-                "consumeThreadMax": config.consume_thread_max,
-                "pullBatchSize": config.pull_batch_size,
-                "PROP_CONSUMEORDERLY": self.is_orderly(),
-                "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
-                "PROP_CLIENT_VERSION": comet_protocol::command::COMET_VERSION,
-                "PROP_CONSUMER_START_TIMESTAMP": self.consumer_start_timestamp,
-            },
-            "subscriptionSet": rt.rebalance.subscriptions(),
-            "mqTable": mq_table,
-            "statusTable": status_table,
-        })
-    }
 }
 
 impl MQConsumerInner for PushConsumerInner {
@@ -178,8 +132,18 @@ impl MQConsumerInner for PushConsumerInner {
             .is_some_and(|rt| rt.rebalance.is_subscribe_topic_need_update(topic))
     }
 
-    fn running_info(&self) -> serde_json::Value {
-        self.running_info_json()
+    fn running_info(&self) -> ConsumerRunningInfo {
+        self.consumer_running_info()
+    }
+
+    fn consume_message_directly(
+        &self,
+        msg: MessageExt,
+        broker_name: &str,
+    ) -> BoxFuture<'static, Option<ConsumeMessageDirectlyResult>> {
+        let me = self.arc();
+        let broker_name = broker_name.to_owned();
+        Box::pin(async move { me?.consume_message_directly(msg, &broker_name).await })
     }
 
     fn reset_offset(

@@ -53,6 +53,7 @@ mod pull;
 mod pull_result;
 pub mod pull_service;
 mod rebalance_push;
+mod running;
 mod send_back;
 pub mod stats;
 
@@ -382,9 +383,10 @@ impl DefaultMQPushConsumer {
         self.inner.persist_offsets().await;
     }
 
-    /// ConsumerRunningInfo-like JSON.
-    pub fn running_info(&self) -> serde_json::Value {
-        self.inner.running_info_json()
+    /// The consumer's running info (Java `ConsumerRunningInfo`), as answered to
+    /// GET_CONSUMER_RUNNING_INFO without the properties the client instance adds.
+    pub fn running_info(&self) -> comet_protocol::body::ConsumerRunningInfo {
+        self.inner.consumer_running_info()
     }
 }
 

@@ -29,12 +29,37 @@ pub trait AllocateMessageQueueStrategy: Send + Sync + 'static {
         cid_all: &[String],
     ) -> Vec<MessageQueue>;
 
+    /// Like [`allocate`](AllocateMessageQueueStrategy::allocate), but may refuse when the inputs
+    /// cannot be allocated (e.g. a machine room that cannot be resolved). The rebalance then keeps
+    /// the topic's current queues, as the Java client does when a strategy throws.
+    fn try_allocate(
+        &self,
+        consumer_group: &str,
+        current_cid: &str,
+        mq_all: &[MessageQueue],
+        cid_all: &[String],
+    ) -> Result<Vec<MessageQueue>, AllocateError> {
+        Ok(self.allocate(consumer_group, current_cid, mq_all, cid_all))
+    }
+
     /// The strategy's name as the Java client reports it (`AVG`, `AVG_BY_CIRCLE`, ...).
     fn name(&self) -> &'static str;
 }
 
+/// Why a strategy refused to allocate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocateError {
+    /// The machine room of a queue or a consumer is unknown (the resolver answered empty).
+    #[error("machine room is unknown for {0}")]
+    UnknownMachineRoom(String),
+}
+
 /// Position of `current_cid` in `cid_all`, or `None` when the arguments cannot yield anything.
-fn member_index(current_cid: &str, mq_all: &[MessageQueue], cid_all: &[String]) -> Option<usize> {
+pub(super) fn member_index(
+    current_cid: &str,
+    mq_all: &[MessageQueue],
+    cid_all: &[String],
+) -> Option<usize> {
     if current_cid.is_empty() || mq_all.is_empty() || cid_all.is_empty() {
         return None;
     }

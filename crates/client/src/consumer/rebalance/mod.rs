@@ -32,12 +32,16 @@ use crate::error::ClientError;
 use crate::instance::MQClientInstance;
 
 pub mod allocate;
+pub mod machine_room;
 
 /// Kept at its former path; the type lives in [`crate::consumer::pull_request`].
 pub use crate::consumer::pull_request::PullRequest;
 pub use allocate::{
-    AllocateMessageQueueAveragely, AllocateMessageQueueAveragelyByCircle,
+    AllocateError, AllocateMessageQueueAveragely, AllocateMessageQueueAveragelyByCircle,
     AllocateMessageQueueByConfig, AllocateMessageQueueConsistentHash, AllocateMessageQueueStrategy,
+};
+pub use machine_room::{
+    AllocateMachineRoomNearby, AllocateMessageQueueByMachineRoom, MachineRoomResolver,
 };
 
 /// What a consumer kind adds to the shared rebalance algorithm.
@@ -291,12 +295,21 @@ impl RebalanceImpl {
                 cid_all.dedup();
                 let mut mq_all: Vec<MessageQueue> = mq_set.iter().cloned().collect();
                 mq_all.sort_by(java_queue_order);
-                let allocated = self.strategy.allocate(
+                let allocated = match self.strategy.try_allocate(
                     &self.consumer_group,
                     self.instance.client_id(),
                     &mq_all,
                     &cid_all,
-                );
+                ) {
+                    Ok(allocated) => allocated,
+                    Err(e) => {
+                        // The topic keeps the queues it has until the strategy can decide.
+                        tracing::error!(group = %self.consumer_group, topic,
+                            strategy = self.strategy.name(), error = %e,
+                            "allocate message queue failed");
+                        return Ok(());
+                    }
+                };
                 let allocated: HashSet<MessageQueue> = allocated.into_iter().collect();
                 let changed = self
                     .update_process_queue_table_in_rebalance(delegate, topic, &allocated, is_order)
