@@ -16,6 +16,7 @@
 //! `RESULT <scenario> pass` or `RESULT <scenario> FAIL <first failing assertion>`; the exit
 //! status is 0 for pass, 1 for a failure, 2 for a usage error.
 
+mod builder_row;
 mod scenarios;
 mod support;
 mod trace_row;

@@ -193,6 +193,12 @@ pub const ALL: &[Scenario] = &[
         QUICK,
         crate::trace_row::message_trace
     ),
+    scenario!(
+        "builder_async_reset_by_timestamp",
+        "builders and async listeners: two consumers of one group in one process; reset by timestamp mid-backlog",
+        QUICK,
+        crate::builder_row::builder_async_reset_by_timestamp
+    ),
 ];
 
 /// Messages of the plain send scenarios.

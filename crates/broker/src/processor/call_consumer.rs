@@ -143,7 +143,8 @@ async fn call_consumer(ctx: &BrokerContext, call: ConsumerCall) -> RemotingComma
             ResponseCode::SystemError,
             format!(
                 "The Consumer <{client_id}> Version <{}> too low to finish, please upgrade it to V3_1_8_SNAPSHOT",
-                client.version
+                comet_protocol::version::version_name(client.version)
+                    .map_or_else(|| client.version.to_string(), str::to_owned)
             ),
         );
     }

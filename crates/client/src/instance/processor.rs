@@ -184,7 +184,9 @@ fn consumer_running_info(
             );
             info.properties.insert(
                 PROP_CLIENT_VERSION.to_owned(),
-                CLIENT_VERSION_NAME.to_owned(),
+                comet_protocol::version::version_name(comet_protocol::command::COMET_VERSION)
+                    .unwrap_or_default()
+                    .to_owned(),
             );
             if header.jstack_enable == Some(true) {
                 info.jstack = Some(task_dump(instance));
@@ -200,9 +202,6 @@ fn consumer_running_info(
         ),
     }
 }
-
-/// The Java `MQVersion` name of [`comet_protocol::command::COMET_VERSION`].
-const CLIENT_VERSION_NAME: &str = "V5_3_3";
 
 fn consume_type_name(consume_type: ConsumeType) -> &'static str {
     match consume_type {

@@ -35,9 +35,18 @@ impl PushConsumerInner {
             PROP_CONSUME_ORDERLY.to_owned(),
             self.is_orderly().to_string(),
         );
+        // The consume pool's core size: the listener calls that run at once (Java reports its
+        // thread pool's core size, `consumeThreadMin` unless changed while running).
+        let core_size = self
+            .runtime()
+            .map(|rt| match &rt.consume_service {
+                super::ConsumeService::Concurrently(s) => s.core_pool_size(),
+                super::ConsumeService::Orderly(s) => s.core_pool_size(),
+            })
+            .unwrap_or(config.consume_thread_min);
         info.properties.insert(
             PROP_THREADPOOL_CORE_SIZE.to_owned(),
-            config.consume_thread_max.max(1).to_string(),
+            core_size.max(1).to_string(),
         );
         info.properties.insert(
             PROP_CONSUMER_START_TIMESTAMP.to_owned(),
