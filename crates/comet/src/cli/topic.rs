@@ -109,7 +109,28 @@ async fn execute(admin: &MQAdmin, command: TopicCommand, json: bool) -> Result<(
     }
 }
 
-/// `topic create`: creates `config` on the target's brokers and names them.
+/// How long `topic create` waits for the name servers to route the new topic.
+const ROUTE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often it asks them meanwhile.
+const ROUTE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Whether the name servers route `topic` to every broker address in `brokers`.
+async fn routed_to_all(admin: &MQAdmin, topic: &str, brokers: &[String]) -> bool {
+    let Ok(route) = admin.topic_route(topic).await else {
+        return false;
+    };
+    brokers.iter().all(|b| {
+        route
+            .broker_datas
+            .iter()
+            .any(|bd| bd.broker_addrs.values().any(|a| a == b))
+    })
+}
+
+/// `topic create`: creates `config` on the target's brokers and names them, once the name
+/// servers route the topic to all of them (a broker registers a new topic asynchronously, and
+/// a producer started right after the command must find it), or after [`ROUTE_WAIT`] with a
+/// warning.
 async fn create(
     admin: &MQAdmin,
     topic: &str,
@@ -118,6 +139,16 @@ async fn create(
     json: bool,
 ) -> Result<()> {
     let brokers = admin.create_topic(target, config).await?;
+    let deadline = tokio::time::Instant::now() + ROUTE_WAIT;
+    while !routed_to_all(admin, topic, &brokers).await {
+        if tokio::time::Instant::now() >= deadline {
+            eprintln!(
+                "warning: the name servers do not route {topic} to every broker yet ({ROUTE_WAIT:?}); producers may not find it at once"
+            );
+            break;
+        }
+        tokio::time::sleep(ROUTE_POLL).await;
+    }
     if json {
         println!(
             "{}",
