@@ -43,6 +43,8 @@ pub struct BrokerContext {
     pub store_host: SocketAddr,
     /// Cancelled when the broker shuts down; background tasks stop on it.
     pub shutdown: CancellationToken,
+    /// Message traffic for the metrics endpoint (records nothing when it is off).
+    pub traffic: Arc<crate::metrics::traffic::TrafficMetrics>,
 }
 
 impl std::fmt::Debug for BrokerContext {

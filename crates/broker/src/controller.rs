@@ -281,6 +281,9 @@ fn build_context(
         replication,
         store_host,
         shutdown: CancellationToken::new(),
+        traffic: Arc::new(crate::metrics::traffic::TrafficMetrics::new(
+            config.metrics_exporter_type == MetricsExporterType::Prom,
+        )),
     })
 }
 

@@ -250,6 +250,80 @@ async fn the_endpoint_serves_apache_names_with_the_node_labels() {
 }
 
 #[tokio::test]
+async fn sends_and_pulls_are_counted_by_topic_type_and_group() {
+    let broker = TestBroker::start_with(prom).await;
+    let addr = broker.handle().metrics_addr().expect("metrics on");
+    let (topic, group) = ("TrafficTopic", "traffic_group");
+    let created = broker.invoke(create_topic_request(topic, 1)).await;
+    assert_eq!(created.code, SUCCESS, "{:?}", created.remark);
+    for i in 0..3 {
+        let rsp = broker
+            .invoke(send_v2(topic, 0, format!("m{i}").as_bytes(), &[]))
+            .await;
+        assert_eq!(rsp.code, SUCCESS);
+    }
+    let delayed = broker
+        .invoke(send_v2(topic, 0, b"later", &[("DELAY", "1")]))
+        .await;
+    assert_eq!(delayed.code, SUCCESS);
+    assert!(wait_until(|| async { broker.store().get_max_offset_in_queue(topic, 0) == 3 }).await);
+    let rsp = broker
+        .invoke(heartbeat("traffic-client@1", group, topic))
+        .await;
+    assert_eq!(rsp.code, SUCCESS);
+    let pulled = broker.invoke(pull(group, topic, 0, 0, 32)).await;
+    assert_eq!(pulled.code, SUCCESS, "{:?}", pulled.remark);
+
+    let (_, _, body) = scrape(addr).await;
+    let all = samples(&body);
+    let value = |name: &str, labels: &[(&str, &str)]| find(&all, name, labels).map(|s| s.value);
+    let normal = [
+        ("topic", topic),
+        ("message_type", "normal"),
+        ("is_system", "false"),
+    ];
+    assert_eq!(
+        value("rocketmq_messages_in_total", &normal),
+        Some(3.0),
+        "{body}"
+    );
+    assert_eq!(
+        value("rocketmq_message_size_count", &normal),
+        Some(3.0),
+        "{body}"
+    );
+    let stored_bytes = value("rocketmq_throughput_in_total", &normal).unwrap_or_default();
+    assert!(
+        stored_bytes > 3.0 * 2.0,
+        "records are counted with their headers: {stored_bytes}"
+    );
+    let delay = [("topic", topic), ("message_type", "delay")];
+    assert_eq!(
+        value("rocketmq_messages_in_total", &delay),
+        Some(1.0),
+        "{body}"
+    );
+    // Every message is under 1 KiB: all in the first bucket.
+    let first_bucket = [("topic", topic), ("message_type", "normal"), ("le", "1024")];
+    assert_eq!(
+        value("rocketmq_message_size_bucket", &first_bucket),
+        Some(3.0),
+        "{body}"
+    );
+    let out = [
+        ("topic", topic),
+        ("consumer_group", group),
+        ("is_system", "false"),
+    ];
+    assert_eq!(
+        value("rocketmq_messages_out_total", &out),
+        Some(3.0),
+        "{body}"
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test]
 async fn lag_of_an_offline_group_rises_as_messages_arrive() {
     let broker = TestBroker::start_with(prom).await;
     let addr = broker.handle().metrics_addr().expect("metrics on");

@@ -15,12 +15,11 @@ use comet_protocol::naming::{RETRY_GROUP_TOPIC_PREFIX, is_retry_topic};
 use comet_protocol::time::now_millis;
 use comet_protocol::version::version_name;
 use prometheus::core::{Collector, Desc};
-use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::proto::MetricFamily;
+
+use super::families::{Families, Labels};
 
 use crate::context::BrokerContext;
-
-/// Labels of one series, beyond the registry's constant ones.
-type Labels = Vec<(&'static str, String)>;
 
 /// Prefix of the system consumer groups (`CID_RMQ_SYS_`), compared case-insensitively.
 const SYSTEM_GROUP_PREFIX: &str = "cid_rmq_sys_";
@@ -56,74 +55,20 @@ impl Collector for BrokerCollector {
         collect_lag(&ctx, &mut out);
         collect_storage(&ctx, &mut out);
         collect_comet(&ctx, &mut out);
-        out.0
+        super::traffic_families::collect(&ctx, &mut out);
+        out.into_inner()
     }
-}
-
-/// The families of one scrape.
-#[derive(Default)]
-struct Families(Vec<MetricFamily>);
-
-impl Families {
-    fn family(&mut self, name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) {
-        let mut family = MetricFamily::default();
-        family.set_name(name.to_owned());
-        family.set_help(help.to_owned());
-        family.set_field_type(kind);
-        family.set_metric(metrics);
-        self.0.push(family);
-    }
-
-    /// A gauge with one series per row. A family without rows is left out (the text format has
-    /// no empty families).
-    fn gauge(&mut self, name: &str, help: &str, rows: &[(Labels, i64)]) {
-        if rows.is_empty() {
-            return;
-        }
-        let metrics = rows
-            .iter()
-            .map(|(labels, value)| {
-                let mut gauge = Gauge::default();
-                gauge.set_value(*value as f64);
-                let mut metric = Metric::from_gauge(gauge);
-                metric.set_label(label_pairs(labels));
-                metric
-            })
-            .collect();
-        self.family(name, help, MetricType::GAUGE, metrics);
-    }
-
-    /// A counter without labels; `name` ends with `_total`.
-    fn counter(&mut self, name: &str, help: &str, value: u64) {
-        let mut counter = Counter::default();
-        counter.set_value(value as f64);
-        let mut metric = Metric::default();
-        metric.set_counter(counter);
-        self.family(name, help, MetricType::COUNTER, vec![metric]);
-    }
-}
-
-fn label_pairs(labels: &Labels) -> Vec<LabelPair> {
-    labels
-        .iter()
-        .map(|(k, v)| {
-            let mut pair = LabelPair::default();
-            pair.set_name((*k).to_owned());
-            pair.set_value(v.clone());
-            pair
-        })
-        .collect()
 }
 
 fn one(value: i64) -> [(Labels, i64); 1] {
     [(Vec::new(), value)]
 }
 
-fn is_system_group(group: &str) -> bool {
+pub(super) fn is_system_group(group: &str) -> bool {
     group.to_ascii_lowercase().starts_with(SYSTEM_GROUP_PREFIX)
 }
 
-fn is_system_topic(ctx: &BrokerContext, topic: &str) -> bool {
+pub(super) fn is_system_topic(ctx: &BrokerContext, topic: &str) -> bool {
     ctx.topic_config.is_system_topic(topic) || topic.starts_with(SYSTEM_TOPIC_PREFIX)
 }
 

@@ -25,7 +25,10 @@ use tokio::task::JoinHandle;
 
 use crate::context::BrokerContext;
 
+mod families;
 pub mod gauges;
+pub mod traffic;
+mod traffic_families;
 
 /// Content type of an OpenMetrics text exposition.
 pub const OPENMETRICS_CONTENT_TYPE: &str =

@@ -166,6 +166,11 @@ async fn apply(
             );
         }
     }
+    let real_topic = stored
+        .properties
+        .get(comet_protocol::message::properties::keys::REAL_TOPIC)
+        .unwrap_or(&stored.topic);
+    ctx.traffic.record_end_transaction(real_topic, commit);
     // The verdict stands once the final message is stored; a lost op record only costs one
     // more check, whose answer is then ignored as a duplicate.
     service.write_op(ctx, &stored).await;

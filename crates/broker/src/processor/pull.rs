@@ -155,6 +155,14 @@ fn pull(
         Some(&filter),
     );
     let code = response_code(result.status, header.queue_offset);
+    if code == ResponseCode::Success {
+        ctx.traffic.record_out(
+            topic,
+            group,
+            result.messages.len(),
+            result.buffer_total_size,
+        );
+    }
     let suggested = suggest_broker(ctx, &group_config, result.suggest_pulling_from_slave);
     let response = build_response(code, result, suggested);
 

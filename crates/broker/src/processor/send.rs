@@ -47,6 +47,7 @@ use futures::future::BoxFuture;
 use crate::context::BrokerContext;
 use crate::ha::Replication;
 use crate::long_polling::PullRequestHoldService;
+use crate::metrics::traffic::MessageType;
 use crate::processor::{Rejection, error_response, reject};
 use crate::transaction;
 use comet_protocol::naming::{
@@ -443,6 +444,7 @@ async fn send_single(
     }
     let uniq_key = msg.uniq_key().map(str::to_owned);
     let wait = msg.properties.get(keys::WAIT_STORE_MSG_OK) != Some("false");
+    let kind = MessageType::of(&msg.properties);
     let result = if half {
         // The half waits in RMQ_SYS_TRANS_HALF_TOPIC for END_TRANSACTION (no delay rewrite:
         // a delay applies to the committed message).
@@ -451,6 +453,7 @@ async fn send_single(
     } else {
         put_message_with(ctx, msg, commit_for(request)).await
     };
+    ctx.traffic.record_put(&header.topic, kind, &result);
     send_response(ctx, result, response_queue_id, uniq_key, wait)
 }
 
@@ -494,6 +497,11 @@ fn handle_retry_and_dlq(
         };
         tracing::info!(group = %group, reconsume_times = msg.reconsume_times, max_reconsume_times,
             orderly_locked, "retry budget exhausted or orderly group; message goes to {dlq}");
+        let origin = msg
+            .properties
+            .get(keys::RETRY_TOPIC)
+            .unwrap_or(&header.topic);
+        ctx.traffic.record_dlq(&group, origin);
         msg.topic = dlq;
         msg.queue_id = random_queue(dlq_config.write_queue_nums);
         msg.properties.remove(keys::DELAY_TIME_LEVEL);
@@ -554,6 +562,8 @@ async fn send_batch(
         .store
         .put_messages_with(batch, commit_for(request))
         .await;
+    ctx.traffic
+        .record_put(topic, MessageType::of(&batch_properties), &result);
     send_response(ctx, result, queue_id, batch_uniq_key, wait)
 }
 

@@ -160,6 +160,8 @@ pub async fn send_back(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> A
         header.delay_level,
     );
     if target.dead_letter {
+        let origin = header.origin_topic.as_deref().unwrap_or(&original.topic);
+        ctx.traffic.record_dlq(group, origin);
         topic = dlq_topic(group);
         queue_id = random_below(DLQ_NUMS_PER_GROUP);
         if ctx
