@@ -27,7 +27,7 @@ mod validate;
 mod values;
 
 pub use derived::first_non_loopback_ipv4;
-pub use properties::ParsedConfig;
+pub use properties::{ParsedConfig, parse_pairs};
 pub use values::{BrokerRole, ConfigValue, MetricsExporterType};
 
 /// Default RocketMQ cluster name.
