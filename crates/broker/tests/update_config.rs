@@ -8,7 +8,8 @@ use comet_protocol::RemotingCommand;
 use comet_protocol::body::{TopicRouteData, from_fastjson, perm};
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{
-    CreateTopicRequestHeader, GetRouteInfoRequestHeader, request_with_header,
+    ConsumerSendMsgBackRequestHeader, CreateTopicRequestHeader, GetRouteInfoRequestHeader,
+    request_with_header,
 };
 use common::*;
 
@@ -31,6 +32,17 @@ fn create_topic(topic: &str) -> RemotingCommand {
             ..Default::default()
         },
     )
+}
+
+/// CONSUMER_SEND_MSG_BACK of the message at commit-log offset 0.
+fn send_back() -> RemotingCommand {
+    let header = ConsumerSendMsgBackRequestHeader {
+        offset: 0,
+        group: "PermGroup".to_owned(),
+        origin_topic: Some(TOPIC.to_owned()),
+        ..Default::default()
+    };
+    request_with_header(RequestCode::ConsumerSendMsgBack, &header)
 }
 
 /// The `brokerPermission` line of GET_BROKER_CONFIG.
@@ -74,7 +86,7 @@ async fn broker_permission_changes_while_running() {
         SUCCESS
     );
 
-    // Read only: sends are refused, pulls served, the routes lose WRITE.
+    // Read only: sends and send-backs are refused, pulls served, the routes lose WRITE.
     let rsp = broker
         .invoke(update("# from a tool\nbrokerPermission = 4\n"))
         .await;
@@ -87,6 +99,13 @@ async fn broker_permission_changes_while_running() {
         rsp.remark
             .unwrap_or_default()
             .contains("brokerPermission=4")
+    );
+    let rsp = broker.invoke(send_back()).await;
+    assert_eq!(
+        rsp.code,
+        ResponseCode::NoPermission.code(),
+        "{:?}",
+        rsp.remark
     );
     assert_eq!(
         broker.invoke(pull("PermGroup", TOPIC, 0, 0, 1)).await.code,
@@ -115,6 +134,8 @@ async fn broker_permission_changes_while_running() {
         broker.invoke(send_v1(TOPIC, 0, b"x", &[])).await.code,
         SUCCESS
     );
+    let rsp = broker.invoke(send_back()).await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
     assert!(
         wait_until(|| async { route_perm(&broker).await == Some(6) }).await,
         "the re-registered route never got WRITE back"
