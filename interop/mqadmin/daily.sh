@@ -205,6 +205,12 @@ route_perm_is() {
         python3 -c 'import json,sys; print(json.load(sys.stdin)["queueDatas"][0]["perm"])' 2>/dev/null)" == "$2" ]]
 }
 
+# indexed <key>: a message of $TOPIC with that key is found (the index is built after the consume
+# queue, message by message, so the last message sent being indexed means all are readable).
+indexed() {
+    "$COMET" msg by-key -n "$NAMESRV" --json "$TOPIC" "$1" 2>/dev/null | grep -q .
+}
+
 # printed <n>: the consumer printed at least n messages.
 printed() { (($(grep -c "daily " "$WORK/consumer.out" || true) >= $1)); }
 

@@ -47,6 +47,9 @@ check_topics_and_messages() {
 m = [json.loads(l) for l in open(sys.argv[1])][3]
 print(m["offsetMsgId"], m["msgId"])' "$WORK/produce.out")
 
+    wait_for "the last messages sent are indexed" indexed dk7
+    wait_for "the message sent by mqadmin is indexed" indexed DailyKeyX
+
     step "topic and message reads"
     mq list topicList
     mq list_c topicList -c
