@@ -37,6 +37,10 @@ pub struct BrokerContext {
     pub pull_hold: Arc<PullRequestHoldService>,
     pub schedule: Arc<ScheduleMessageService>,
     pub outer_api: Arc<BrokerOuterApi>,
+    /// The permission bits in force (`brokerPermission`): starts as the configured value and
+    /// changes at runtime through UPDATE_BROKER_CONFIG. Read it with
+    /// [`BrokerContext::broker_permission`].
+    pub broker_permission: AtomicI32,
     /// The HA listener, the slave client of a slave, and what a `SYNC_MASTER`'s answers wait
     /// for.
     pub replication: Arc<Replication>,
@@ -44,10 +48,6 @@ pub struct BrokerContext {
     pub store_host: SocketAddr,
     /// Cancelled when the broker shuts down; background tasks stop on it.
     pub shutdown: CancellationToken,
-    /// The permission bits in force (`brokerPermission`): starts as the configured value and
-    /// changes at runtime through UPDATE_BROKER_CONFIG. Read it with
-    /// [`BrokerContext::broker_permission`].
-    pub broker_permission: AtomicI32,
 }
 
 impl std::fmt::Debug for BrokerContext {

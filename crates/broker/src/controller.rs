@@ -279,10 +279,10 @@ fn build_context(
             config.namesrv_addr.clone(),
             Duration::from_millis(config.register_broker_timeout_ms),
         )),
+        broker_permission: AtomicI32::new(config.broker_permission),
         replication,
         store_host,
         shutdown: CancellationToken::new(),
-        broker_permission: AtomicI32::new(config.broker_permission),
     })
 }
 
