@@ -49,6 +49,7 @@ SUITES=(
     interop/comet-client/run.sh
     interop/ha/run.sh
     interop/mqadmin/run.sh
+    interop/mqadmin/daily.sh
     interop/metrics/run.sh
 )
 passed=0

@@ -136,6 +136,11 @@ impl TopicConfigTable {
         true
     }
 
+    /// Bumps the data version without changing a topic.
+    pub fn touch(&self) {
+        self.doc.write().data_version.next_version();
+    }
+
     /// Deletes a topic and bumps the data version.
     pub fn remove(&self, topic: &str) -> Option<TopicConfig> {
         let mut doc = self.doc.write();

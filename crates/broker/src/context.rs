@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use comet_remoting::CancellationToken;
 use comet_store::MessageStore;
@@ -36,6 +37,10 @@ pub struct BrokerContext {
     pub pull_hold: Arc<PullRequestHoldService>,
     pub schedule: Arc<ScheduleMessageService>,
     pub outer_api: Arc<BrokerOuterApi>,
+    /// The permission bits in force (`brokerPermission`): starts as the configured value and
+    /// changes at runtime through UPDATE_BROKER_CONFIG. Read it with
+    /// [`BrokerContext::broker_permission`].
+    pub broker_permission: AtomicI32,
     /// The HA listener, the slave client of a slave, and what a `SYNC_MASTER`'s answers wait
     /// for.
     pub replication: Arc<Replication>,
@@ -60,6 +65,17 @@ impl BrokerContext {
     /// `brokerIP1:listenPort` as text, the address routes announce.
     pub fn broker_addr(&self) -> String {
         self.store_host.to_string()
+    }
+
+    /// The permission bits in force (READ 4, WRITE 2, INHERIT 1): checked by every send, pull
+    /// and send-back, and ANDed into every topic's at registration.
+    pub fn broker_permission(&self) -> i32 {
+        self.broker_permission.load(Ordering::Relaxed)
+    }
+
+    /// Changes the permission bits in force; the caller re-registers with the name servers.
+    pub fn set_broker_permission(&self, value: i32) {
+        self.broker_permission.store(value, Ordering::Relaxed);
     }
 
     /// Whether the broker is shutting down.

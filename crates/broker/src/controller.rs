@@ -17,6 +17,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicI32;
 use std::time::Duration;
 
 use comet_acl::{AclError, DEFAULT_WATCH_INTERVAL, PlainAccessValidator};
@@ -278,6 +279,7 @@ fn build_context(
             config.namesrv_addr.clone(),
             Duration::from_millis(config.register_broker_timeout_ms),
         )),
+        broker_permission: AtomicI32::new(config.broker_permission),
         replication,
         store_host,
         shutdown: CancellationToken::new(),
@@ -370,7 +372,11 @@ fn spawn_registration_task(ctx: &Arc<BrokerContext>, identity: BrokerIdentity) -
             }
             let report = ctx
                 .outer_api
-                .register_broker_all(&identity, ctx.topic_config.to_register_wrapper())
+                .register_broker_all(
+                    &identity,
+                    ctx.topic_config
+                        .to_register_wrapper(ctx.broker_permission()),
+                )
                 .await;
             log_report("broker registration", &report);
             ctx.replication.on_registered(&report);
@@ -508,7 +514,12 @@ impl BrokerHandle {
         let report = self
             .ctx
             .outer_api
-            .register_broker_all(&self.identity, self.ctx.topic_config.to_register_wrapper())
+            .register_broker_all(
+                &self.identity,
+                self.ctx
+                    .topic_config
+                    .to_register_wrapper(self.ctx.broker_permission()),
+            )
             .await;
         log_report("broker registration", &report);
         self.ctx.replication.on_registered(&report);

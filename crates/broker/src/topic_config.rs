@@ -206,6 +206,13 @@ impl TopicConfigManager {
         self.changed.notify_one();
     }
 
+    /// Moves the data version on and signals a registration, for a change the registered table
+    /// reflects without a topic changing (the broker permission).
+    pub fn touch(&self) {
+        self.table.touch();
+        self.commit_change();
+    }
+
     /// Creates or replaces a topic (admin UPDATE_AND_CREATE_TOPIC, RocketMQ `updateTopicConfig`).
     pub fn update(&self, config: TopicConfig) {
         let name = config.topic_name.clone();
@@ -325,11 +332,10 @@ impl TopicConfigManager {
         Some(config)
     }
 
-    /// The table as REGISTER_BROKER carries it. When `brokerPermission` lacks READ or WRITE,
-    /// every topic's perm is ANDed with it, so producers or consumers stop using us.
-    pub fn to_register_wrapper(&self) -> TopicConfigSerializeWrapper {
+    /// The table as REGISTER_BROKER carries it. When the broker permission in force lacks READ
+    /// or WRITE, every topic's perm is ANDed with it, so producers or consumers stop using us.
+    pub fn to_register_wrapper(&self, broker_perm: i32) -> TopicConfigSerializeWrapper {
         let mut wrapper = self.table.to_wrapper();
-        let broker_perm = self.config.broker_permission;
         if !perm::is_writeable(broker_perm) || !perm::is_readable(broker_perm) {
             for topic in wrapper.topic_config_table.values_mut() {
                 topic.perm &= broker_perm;
@@ -444,7 +450,7 @@ mod tests {
             ..BrokerConfig::default()
         };
         let m = TopicConfigManager::open(dir.path(), Arc::new(config)).unwrap();
-        let w = m.to_register_wrapper();
+        let w = m.to_register_wrapper(perm::PERM_READ);
         assert!(
             w.topic_config_table
                 .values()

@@ -27,7 +27,7 @@ mod validate;
 mod values;
 
 pub use derived::first_non_loopback_ipv4;
-pub use properties::ParsedConfig;
+pub use properties::{ParsedConfig, parse_pairs};
 pub use values::{BrokerRole, ConfigValue, MetricsExporterType};
 
 /// Default RocketMQ cluster name.
@@ -284,6 +284,7 @@ broker_config! {
     /// Name of the message-trace topic.
     msg_trace_topic_name: String = comet_protocol::naming::TRACE_TOPIC.to_owned() => "msgTraceTopicName" - Apache,
     /// Permission bits (READ 4, WRITE 2, INHERIT 1) ANDed into every topic's at registration.
+    /// The one key `mqadmin updateBrokerConfig` changes while the broker runs (until it stops).
     broker_permission: i32 = comet_protocol::body::perm::PERM_READ_WRITE => "brokerPermission" - Apache,
     /// Hold pulls that find nothing until a message arrives (long polling).
     long_polling_enable: bool = true => "longPollingEnable" - Apache,

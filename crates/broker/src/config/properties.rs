@@ -65,6 +65,24 @@ fn split_key_value(line: &str) -> (&str, &str) {
     }
 }
 
+/// The `(key, value)` pairs of Java properties text, in text order (continuations joined,
+/// comments skipped), without interpreting the keys.
+pub fn parse_pairs(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    logical_lines(text)?
+        .into_iter()
+        .map(|(line, logical)| {
+            let (key, value) = split_key_value(&logical);
+            if key.is_empty() {
+                return Err(ConfigError::Syntax {
+                    line,
+                    reason: "missing key".to_owned(),
+                });
+            }
+            Ok((key.to_owned(), value.to_owned()))
+        })
+        .collect()
+}
+
 /// A parsed `broker.conf`: the configuration and the keys it did not understand.
 #[derive(Debug, Clone)]
 pub struct ParsedConfig {

@@ -81,7 +81,7 @@ fn collect_metadata(ctx: &BrokerContext, out: &mut Families) {
     out.gauge(
         "rocketmq_broker_permission",
         "Broker permission",
-        &one(i64::from(ctx.config.broker_permission)),
+        &one(i64::from(ctx.broker_permission())),
     );
     out.gauge(
         "rocketmq_topic_number",
@@ -220,7 +220,7 @@ fn lag_topics(ctx: &BrokerContext, group: &str) -> BTreeSet<String> {
 
 fn collect_lag(ctx: &BrokerContext, out: &mut Families) {
     let now = now_millis();
-    let broker_perm = ctx.config.broker_permission;
+    let broker_perm = ctx.broker_permission();
     let mut messages = Vec::new();
     let mut latency = Vec::new();
     for group in ctx

@@ -28,8 +28,8 @@ use futures::future::BoxFuture;
 
 use crate::config::MAX_QUEUE_NUMS;
 use crate::context::BrokerContext;
-use crate::processor::admin_clients;
 use crate::processor::{Answer, Rejection, answer, decode_header, error_response, reject};
+use crate::processor::{admin_clients, broker_config};
 use comet_protocol::naming::{validate_group, validate_topic};
 
 /// The request codes [`AdminProcessor`] answers.
@@ -93,7 +93,10 @@ impl RequestProcessor for AdminProcessor {
                 RequestCode::InvokeBrokerToResetOffset => {
                     answer(reset_offset(&ctx, &request).await)
                 }
-                RequestCode::GetBrokerConfig => broker_config(&ctx),
+                RequestCode::GetBrokerConfig => broker_config::get_config(&ctx),
+                RequestCode::UpdateBrokerConfig => {
+                    answer(broker_config::update_config(&ctx, &request))
+                }
                 RequestCode::GetAllDelayOffset => match ctx.schedule.encode() {
                     Ok(text) => success().with_body(text.into_bytes()),
                     Err(e) => error_response(ResponseCode::SystemError, e.to_string()),
@@ -551,14 +554,6 @@ async fn reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Answer 
         "consumer offsets reset"
     );
     Ok(success().with_body(payload))
-}
-
-fn broker_config(ctx: &BrokerContext) -> RemotingCommand {
-    let mut response = success().with_body(ctx.config.to_properties().into_bytes());
-    let version =
-        comet_protocol::body::to_fastjson(&ctx.topic_config.data_version()).unwrap_or_default();
-    response.ext_mut().insert("version", version);
-    response
 }
 
 #[cfg(test)]

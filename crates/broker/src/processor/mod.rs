@@ -8,6 +8,7 @@
 
 pub mod admin;
 mod admin_clients;
+pub mod broker_config;
 pub mod call_consumer;
 pub mod client_manage;
 pub mod consumer_manage;

@@ -196,7 +196,7 @@ fn check_access(
 ) -> Result<(SubscriptionGroupConfig, TopicConfig), Rejection> {
     let topic = header.topic.as_str();
     let group = header.consumer_group.as_str();
-    if !perm::is_readable(ctx.config.broker_permission) {
+    if !perm::is_readable(ctx.broker_permission()) {
         return Err(reject(
             ResponseCode::NoPermission,
             format!(

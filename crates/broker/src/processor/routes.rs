@@ -99,6 +99,7 @@ pub const ROUTES: &[(Route, &[RequestCode])] = &[
             GetBrokerConsumeStats,
             InvokeBrokerToResetOffset,
             GetBrokerConfig,
+            UpdateBrokerConfig,
             GetAllDelayOffset,
             GetAllMessageRequestMode,
             GetTimerCheckPoint,
@@ -155,6 +156,6 @@ mod tests {
                 assert!(seen.insert(code.code()), "{code:?} routed twice");
             }
         }
-        assert_eq!(seen.len(), 45);
+        assert_eq!(seen.len(), 46);
     }
 }

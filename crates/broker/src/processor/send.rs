@@ -269,12 +269,13 @@ fn check_topic_and_queue(
 ) -> Result<(TopicConfig, i32), Rejection> {
     let config = &ctx.config;
     let topic = header.topic.as_str();
-    if !perm::is_writeable(config.broker_permission) {
+    let broker_permission = ctx.broker_permission();
+    if !perm::is_writeable(broker_permission) {
         return Err(reject(
             ResponseCode::NoPermission,
             format!(
-                "the broker[{}] sending message is forbidden (brokerPermission={})",
-                config.broker_name, config.broker_permission
+                "the broker[{}] sending message is forbidden (brokerPermission={broker_permission})",
+                config.broker_name
             ),
         ));
     }

@@ -102,7 +102,7 @@ pub async fn send_back(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> A
             format!("subscription group not exist, {group}"),
         ));
     };
-    if !perm::is_writeable(ctx.config.broker_permission) {
+    if !perm::is_writeable(ctx.broker_permission()) {
         return Err(reject(
             ResponseCode::NoPermission,
             format!(
