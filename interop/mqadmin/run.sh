@@ -126,6 +126,15 @@ wait_for() {
     done
 }
 
+# progress_rows: `mqadmin consumerProgress -s true` shows every queue of the topic with the
+# client's IP, which mqadmin takes from the keys of the client's running-info mqTable.
+progress_rows() {
+    mqadmin progress consumerProgress -g "$GROUP" -s true
+    local queues
+    queues="$(grep -c "^$TOPIC .* ${CLIENT_ID%@*} " "$WORK/progress.out" || true)"
+    ((queues == 4))
+}
+
 # --- targets ----------------------------------------------------------------------------------
 start_comet() {
     step "starting comet serve"
@@ -195,10 +204,9 @@ check() {
     ((queues >= 8)) || die "detail: $queues lines of $TOPIC queues, expected 8 or more"
 
     step "mqadmin consumerProgress -g $GROUP -s true ($target)"
-    mqadmin progress consumerProgress -g "$GROUP" -s true
-    # The client's IP is taken from the keys of its running info's mqTable, queue by queue.
-    queues="$(grep -c "^$TOPIC .* ${CLIENT_ID%@*} " "$WORK/progress.out" || true)"
-    ((queues == 4)) || die "progress: $queues queues of $TOPIC show the client's IP ${CLIENT_ID%@*}, expected 4"
+    # The broker lists a group's topics once it holds a committed offset of the group, which the
+    # consumer sends every few seconds: the command is repeated until the topic's rows appear.
+    wait_for "consumerProgress to list the 4 queues of $TOPIC with the client's IP" progress_rows
 
     step "mqadmin queryMsgById -i $MSG_ID -g $GROUP -d $CLIENT_ID ($target)"
     mqadmin direct queryMsgById -t "$TOPIC" -i "$MSG_ID" -g "$GROUP" -d "$CLIENT_ID"
