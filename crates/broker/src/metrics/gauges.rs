@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
 
 use comet_protocol::body::{ConsumeType, perm};
-use comet_protocol::naming::{RETRY_GROUP_TOPIC_PREFIX, is_retry_topic};
+use comet_protocol::naming::is_retry_topic;
 use comet_protocol::time::now_millis;
 use comet_protocol::version::version_name;
 use prometheus::core::{Collector, Desc};
@@ -214,7 +214,7 @@ fn lag_topics(ctx: &BrokerContext, group: &str) -> BTreeSet<String> {
     if let Some(info) = ctx.consumers.group_info(group) {
         topics.extend(info.subscriptions().keys().cloned());
     }
-    topics.retain(|t| !is_retry_topic(t) && !t.starts_with(RETRY_GROUP_TOPIC_PREFIX));
+    topics.retain(|t| !is_retry_topic(t));
     topics
 }
 

@@ -130,7 +130,7 @@ fn success() -> RemotingCommand {
     RemotingCommand::response(ResponseCode::Success, None)
 }
 
-fn json_body<T: serde::Serialize>(value: &T) -> RemotingCommand {
+pub(super) fn json_body<T: serde::Serialize>(value: &T) -> RemotingCommand {
     match to_fastjson_bytes(value) {
         Ok(body) => success().with_body(body),
         Err(e) => error_response(

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{
     Connection, ConsumeStats, ConsumeStatsList, GroupList, MessageQueue, OffsetWrapper,
-    ProducerConnection, to_fastjson_bytes,
+    ProducerConnection,
 };
 use comet_protocol::code::ResponseCode;
 use comet_protocol::headers::{
@@ -17,17 +17,8 @@ use comet_protocol::headers::{
 };
 
 use crate::context::BrokerContext;
+use crate::processor::admin::json_body;
 use crate::processor::{Answer, decode_header, reject};
-
-fn json_answer<T: serde::Serialize>(value: &T) -> Answer {
-    let body = to_fastjson_bytes(value).map_err(|e| {
-        reject(
-            ResponseCode::SystemError,
-            format!("encoding the body failed: {e}"),
-        )
-    })?;
-    Ok(RemotingCommand::response(ResponseCode::Success, None).with_body(body))
-}
 
 /// GET_PRODUCER_CONNECTION_LIST: the live connections of a producer group; SYSTEM_ERROR when no
 /// producer of the group is connected.
@@ -49,7 +40,7 @@ pub(super) fn producer_connections(ctx: &BrokerContext, request: &RemotingComman
             version: c.version,
         })
         .collect();
-    json_answer(&ProducerConnection { connection_set })
+    Ok(json_body(&ProducerConnection { connection_set }))
 }
 
 /// QUERY_TOPIC_CONSUME_BY_WHO: groups with an online consumer subscribed to the topic, and groups
@@ -62,7 +53,7 @@ pub(super) fn topic_consume_by_who(ctx: &BrokerContext, request: &RemotingComman
         .into_iter()
         .collect();
     group_list.extend(ctx.consumer_offsets.groups_of_topic(&header.topic));
-    json_answer(&GroupList { group_list })
+    Ok(json_body(&GroupList { group_list }))
 }
 
 /// The offsets of `group` on each of `queues` queues of `topic`: the queue's end, the group's
@@ -146,5 +137,5 @@ pub(super) fn broker_consume_stats(ctx: &BrokerContext, request: &RemotingComman
         list.consume_stats_list
             .push(HashMap::from([(group, per_topic)]));
     }
-    json_answer(&list)
+    Ok(json_body(&list))
 }
