@@ -11,7 +11,9 @@
 # beside 1,000 idle client connections, R10 fills a 10 GiB commit log, kills the broker with
 # SIGKILL and times the restart until a send is accepted again. H1-H3 run a master with a slave
 # attached (H1 ASYNC_MASTER and H2 SYNC_MASTER with two copies under W1s's load, H3 a slave catching
-# up H3_GIB written while it was down). See bench/README.md for the knobs.
+# up H3_GIB written while it was down). T1 is W1s with timer messages due T1_AFTER_MS later (parked,
+# not delivered during the run); T2 sends T2_RATE timer messages/s due T2_AFTER_MS later to a
+# consumer in the same process and measures how late each arrives. See bench/README.md for the knobs.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,6 +25,9 @@ SIZE="${SIZE:-1024}"                  # body bytes
 QUEUES="${QUEUES:-8}"                 # queues of each topic
 W3_RATE="${W3_RATE:-10000}"           # msg/s of the e2e workload
 W3_PRODUCERS="${W3_PRODUCERS:-32}"    # senders sharing the W3 schedule
+T1_AFTER_MS="${T1_AFTER_MS:-600000}"  # T1 timer messages are due this long after their send
+T2_AFTER_MS="${T2_AFTER_MS:-5000}"    # T2 timer messages are due this long after their send
+T2_RATE="${T2_RATE:-2000}"            # msg/s of T2
 W4_COUNT="${W4_COUNT:-1000000}"       # backlog size of W4
 W5_BATCH="${W5_BATCH:-32}"            # messages per batch of W5
 W6_IDLE="${W6_IDLE:-1000}"            # idle client connections held during W6
@@ -45,7 +50,7 @@ CEILING_SECS="${CEILING_SECS:-3}"
 WORK="${WORK:-$(mktemp -d /tmp/comet-compare.XXXXXX)}"
 OUT="${OUT:-$ROOT/bench/results.md}"
 BROKERS="comet apache"
-WORKLOADS="W1 W1s W2 W2s W3 W3s W4 W5 W6 R10 H1 H2 H3"
+WORKLOADS="W1 W1s W2 W2s W3 W3s W4 W5 W6 R10 H1 H2 H3 T1 T2"
 WRITE=yes
 
 while (($#)); do
@@ -54,7 +59,7 @@ while (($#)); do
     --brokers) BROKERS="$2"; shift ;;
     --workloads) WORKLOADS="$2"; shift ;;
     --no-write) WRITE=no ;;
-    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -453,6 +458,23 @@ run_workload() {
         done
         record "$broker" "$w" lost "$(json_get "$out" lost)"
         ;;
+    T1)
+        THREADS=1 bench "$broker" "$w" "$out" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+            -p "$PRODUCERS" -s "$SIZE" -m sync -d "$DURATION" --deliver-after-ms "$T1_AFTER_MS"
+        record "$broker" "$w" tps "$(json_get "$out" tps)"
+        record "$broker" "$w" p99_ms "$(json_get "$out" send_rt.p99_us | awk '{printf "%.3f", $1/1000}')"
+        record "$broker" "$w" failed "$(json_get "$out" failed)"
+        ;;
+    T2)
+        THREADS=1 bench "$broker" "$w" "$out" e2e -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
+            -p "$W3_PRODUCERS" -s "$SIZE" --rate "$T2_RATE" -d "$DURATION" --warmup 2 \
+            --deliver-after-ms "$T2_AFTER_MS" --drain "$((T2_AFTER_MS / 1000 + 15))"
+        for q in p50 p99 p99_9 max; do
+            record "$broker" "$w" "late_${q}_ms" "$(json_get "$out" "e2e_latency.${q}_us" | awk '{printf "%.1f", $1/1000}')"
+        done
+        record "$broker" "$w" early "$(json_get "$out" early)"
+        record "$broker" "$w" lost "$(json_get "$out" lost)"
+        ;;
     W4)
         bench "$broker" "$w" "$dir/backlog.json" produce -n "$NAMESRV" -t "Bench$w" --queues "$QUEUES" \
             -p "$PRODUCERS" -s "$SIZE" -m batch --batch "$W5_BATCH" --count "$W4_COUNT"
@@ -653,6 +675,15 @@ rows = [
     ("H2", "failed", "H2 sends not answered SEND_OK", False),
     ("H3", "catchup_gib", "H3 log written while the slave was down (GiB)", False),
     ("H3", "catchup_mb_s", "H3 slave catch-up MB/s", True),
+    ("T1", "tps", "T1 timer messages (due in $T1_AFTER_MS ms) sent, sync, one thread: msg/s", True),
+    ("T1", "p99_ms", "T1 send RT p99 (ms)", False),
+    ("T1", "failed", "T1 sends not answered SEND_OK", False),
+    ("T2", "late_p50_ms", "T2 timer delivery @ $T2_RATE msg/s, due in $T2_AFTER_MS ms: late by p50 (ms)", False),
+    ("T2", "late_p99_ms", "T2 late by p99 (ms)", False),
+    ("T2", "late_p99_9_ms", "T2 late by p99.9 (ms)", False),
+    ("T2", "late_max_ms", "T2 late by at most (ms)", False),
+    ("T2", "early", "T2 delivered before their time", False),
+    ("T2", "lost", "T2 not received within the drain", False),
 ]
 ran = [w for w in "$WORKLOADS".split()]
 for w in ran:

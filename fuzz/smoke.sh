@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-5}"
-TARGETS=(frame header_json header_binary typed_header record batch properties json_body)
+TARGETS=(frame header_json header_binary typed_header record batch properties json_body grpc)
 LOCKED=()
 [ -f Cargo.lock ] && LOCKED=(--locked)
 

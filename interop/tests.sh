@@ -50,7 +50,13 @@ SUITES=(
     interop/ha/run.sh
     interop/mqadmin/run.sh
     interop/mqadmin/daily.sh
+    interop/cli/run.sh
     interop/metrics/run.sh
+    interop/exporter/run.sh
+    interop/grpc-descriptors/run.sh
+    interop/grpc/run.sh
+    interop/rust-sdk/run.sh
+    interop/console/run.sh
 )
 passed=0
 failed=0
@@ -63,7 +69,8 @@ for suite in "${SUITES[@]}"; do
         failed=$((failed + 1))
     fi
 done
-# The Rust peer's build (interop/rust-peer, ~1 GB) is not needed again in a one-shot CI run.
-if [[ -n "${CI:-}" && -z "${CARGO_TARGET_DIR:-}" ]]; then rm -rf interop/rust-peer/target; fi
+# The Rust peers' builds (interop/rust-peer, ~1 GB; interop/rust-sdk) are not needed again in a
+# one-shot CI run.
+if [[ -n "${CI:-}" && -z "${CARGO_TARGET_DIR:-}" ]]; then rm -rf interop/rust-peer/target interop/rust-sdk/target; fi
 echo "interop: $passed passed, $failed failed"
 ((failed == 0))

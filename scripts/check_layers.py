@@ -13,6 +13,7 @@ import sys
 # Normal (non-dev) dependencies each crate may have on the workspace's own crates.
 ALLOWED = {
     "comet-protocol": set(),
+    "comet-grpc-proto": set(),
     "comet-config-file": {"comet-protocol"},
     "comet-remoting": {"comet-protocol"},
     "comet-store": {"comet-protocol", "comet-config-file"},
@@ -20,11 +21,15 @@ ALLOWED = {
     "comet-acl": {"comet-protocol", "comet-remoting"},
     "comet-broker": {
         "comet-protocol", "comet-remoting", "comet-config-file", "comet-store", "comet-acl",
+        "comet-grpc-proto",
     },
     "comet-client": {"comet-protocol", "comet-remoting", "comet-acl"},
     "comet-reliability": {"comet-protocol", "comet-remoting", "comet-client"},
+    "comet-console": {"comet-protocol", "comet-client"},
     "comet": {
         "comet-protocol", "comet-remoting", "comet-namesrv", "comet-broker", "comet-client",
+        "comet-grpc-proto",
+        "comet-console",
     },
 }
 

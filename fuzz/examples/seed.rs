@@ -197,6 +197,9 @@ fn main() -> ExitCode {
         }
     }
     synthetic_header_seeds(&mut corpus);
+    for seed in comet_fuzz::grpc::grpc_seeds() {
+        corpus.add("grpc", seed);
+    }
     println!("{} fixture frames read", files.len());
     match corpus.write(Path::new(out)) {
         Ok(()) => ExitCode::SUCCESS,

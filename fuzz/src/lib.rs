@@ -12,6 +12,8 @@
 //! Targets that cover a family of types (typed headers, JSON bodies) use the first input byte to
 //! pick the type, so one corpus and one campaign cover all of them.
 
+pub mod grpc;
+
 use std::fmt::Debug;
 
 use bytes::{Bytes, BytesMut};
@@ -40,6 +42,7 @@ pub const TARGETS: &[&str] = &[
     "batch",
     "properties",
     "json_body",
+    "grpc",
 ];
 
 /// Runs the check named `target` on `data`; `false` if no such target exists.
@@ -53,6 +56,7 @@ pub fn run(target: &str, data: &[u8]) -> bool {
         "batch" => batch(data),
         "properties" => properties(data),
         "json_body" => json_body(data),
+        "grpc" => grpc::grpc(data),
         _ => return false,
     }
     true

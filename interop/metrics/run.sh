@@ -4,7 +4,7 @@
 #   1. `comet serve` (metrics on by default) under a small load: a producer running, a consumer
 #      group online, and a group that consumed part of a topic and went offline.
 #   2. promtool reads the scrape (`promtool check metrics`); its only findings may be the lint
-#      advice to use seconds on the two gauges that carry Apache's `_milliseconds` names.
+#      advice to use seconds on the families that carry Apache's `_milliseconds` names.
 #   3. Python's prometheus_client parser reads it, and every series has cluster, node_type and
 #      node_id.
 #   4. A real Prometheus server scrapes it every second: its API shows the target up and the
@@ -36,11 +36,12 @@ log() { echo "== metrics: $* ($((SECONDS - T0))s)"; }
 die() { echo "metrics: $*" >&2; exit 1; }
 
 PIDS=()
+SERVE_PID=""
 apache_started=0
 cleanup() {
     local pid
-    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}" ${SERVE_PID:+"$SERVE_PID"}; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}" ${SERVE_PID:+"$SERVE_PID"}; do wait "$pid" 2>/dev/null || true; done
     ((apache_started)) && "$APACHE" kill "$WORK/rmq" >/dev/null 2>&1 || true
     if [[ "${KEEP_WORKDIR:-0}" == 1 ]]; then
         echo "metrics: work directory kept: $WORK"
@@ -126,7 +127,7 @@ promtool check metrics <"$WORK/comet.txt" >"$WORK/promtool.txt" 2>&1 || rc=$?
 cat "$WORK/promtool.txt"
 # Exit 1 is a parse error; 3 is lint findings, of which only the unit advice is expected.
 ((rc == 0 || rc == 3)) || die "promtool could not read the scrape (exit $rc)"
-if grep -v -E '^rocketmq_(consumer_lag_latency|storage_message_reserve_time)_milliseconds use base unit "seconds" instead of "milliseconds"$' \
+if grep -v -E '^rocketmq_[a-z_]+_milliseconds use base unit "seconds" instead of "milliseconds"$' \
     "$WORK/promtool.txt" | grep -q .; then
     die "promtool found more than the expected unit advice"
 fi
@@ -178,6 +179,7 @@ echo "metrics: offline lag in Prometheus $before -> $expected"
 stop_load
 kill -TERM "$SERVE_PID"
 wait "$SERVE_PID" || true
+SERVE_PID=""
 
 log "Apache RocketMQ 5.3.3 with metricsExporterType=PROM"
 APACHE_METRICS_PORT="$(free_port)"

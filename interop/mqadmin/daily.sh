@@ -174,16 +174,6 @@ refute() {
 # count <name> <extended regex>: how many lines of the output match.
 count() { grep -cE -- "$2" "$WORK/out/$1.out" || true; }
 
-# wait_for <what> <command...>: polls until the command succeeds.
-wait_for() {
-    local what=$1 deadline=$((SECONDS + WAIT))
-    shift
-    until "$@"; do
-        ((SECONDS < deadline)) || die "$what: not within ${WAIT}s"
-        sleep 0.3
-    done
-}
-
 # --- Comet tools as witnesses -----------------------------------------------------------------
 # progress <group>: the group's offsets of $TOPIC as JSON (`comet group progress`).
 progress() { "$COMET" group progress -n "$NAMESRV" -t "$TOPIC" --json "$1"; }
@@ -220,34 +210,24 @@ client_id() {
 }
 
 # --- targets ----------------------------------------------------------------------------------
+# shellcheck source=interop/lib/targets.sh
+source "$REPO/interop/lib/targets.sh"
+
 start_comet() {
     step "starting comet serve"
-    rm -rf "$WORK/data" "$WORK/out"
-    "$COMET" serve --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$WORK/data" \
-        --ready-file "$WORK/ready.json" >"$WORK/serve.log" 2>&1 &
-    SERVE_PID=$!
-    wait_for "comet serve ready" test -s "$WORK/ready.json"
-    NAMESRV="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["namesrv"])' "$WORK/ready.json")"
+    rm -rf "$WORK/out"
+    comet_serve_start
 }
 
-stop_comet() {
-    kill -TERM "$SERVE_PID" 2>/dev/null || true
-    wait "$SERVE_PID" 2>/dev/null || true
-    SERVE_PID=""
-    rm -f "$WORK/ready.json"
-}
+stop_comet() { comet_serve_stop; }
 
 start_apache() {
     step "starting Apache RocketMQ $VERSION"
     rm -rf "$WORK/out"
-    "$APACHE" start "$WORK/apache" >"$WORK/apache-start.out" 2>&1 || die "Apache RocketMQ did not start"
-    NAMESRV="$(sed -n 's/^NAMESRV_ADDR=//p' "$WORK/apache/env")"
+    apache_start
 }
 
-stop_apache() {
-    "$APACHE" stop "$WORK/apache" >/dev/null 2>&1 || true
-    rm -rf "$WORK/apache"
-}
+stop_apache() { apache_stop; }
 
 # shellcheck source=interop/mqadmin/daily_checks.sh
 source "$HERE/daily_checks.sh"

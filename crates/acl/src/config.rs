@@ -77,6 +77,51 @@ pub struct Account {
     pub resource_perms: HashMap<String, u8>,
 }
 
+/// The secret every listing shows instead of an account's secret key.
+pub const MASKED_SECRET: &str = "******";
+
+/// `plain_acl.yml` as written (GET_BROKER_CLUSTER_ACL_CONFIG): the global white list and every
+/// account with its permissions as text. Secret keys are never listed: each shows
+/// [`MASKED_SECRET`].
+pub fn listing(text: &str) -> Result<comet_protocol::body::acl::AclConfigBody, AclError> {
+    use comet_protocol::body::acl::{AclConfigBody, PlainAccessConfig};
+    // Validate first: a file the broker would refuse is not listed as if it applied.
+    AclTable::parse(text)?;
+    let raw: RawFile = if text.trim().is_empty() {
+        RawFile::default()
+    } else {
+        serde_yaml_ng::from_str::<Option<RawFile>>(text)
+            .map_err(|e| AclError::Yaml(e.to_string()))?
+            .unwrap_or_default()
+    };
+    let texts = |list: Option<Vec<Scalar>>| -> Vec<String> {
+        list.unwrap_or_default()
+            .into_iter()
+            .map(Scalar::into_text)
+            .collect()
+    };
+    let text_of = |v: Option<Scalar>| v.map(Scalar::into_text).unwrap_or_default();
+    let plain_access_configs = raw
+        .accounts
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| PlainAccessConfig {
+            access_key: text_of(a.access_key),
+            secret_key: MASKED_SECRET.to_owned(),
+            white_remote_address: text_of(a.white_remote_address),
+            admin: text_of(a.admin).trim() == "true",
+            default_topic_perm: text_of(a.default_topic_perm),
+            default_group_perm: text_of(a.default_group_perm),
+            topic_perms: texts(a.topic_perms),
+            group_perms: texts(a.group_perms),
+        })
+        .collect();
+    Ok(AclConfigBody {
+        global_white_addrs: texts(raw.global_white_remote_addresses),
+        plain_access_configs,
+    })
+}
+
 /// A compiled `plain_acl.yml`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AclTable {
@@ -84,25 +129,29 @@ pub struct AclTable {
     pub accounts: HashMap<String, Account>,
 }
 
+/// The text of `path`, bounded by [`MAX_ACL_FILE_BYTES`].
+pub fn read_file(path: &Path) -> Result<String, AclError> {
+    let read_error = |reason: String| AclError::Read {
+        path: path.to_owned(),
+        reason,
+    };
+    let len = std::fs::metadata(path)
+        .map_err(|e| read_error(e.to_string()))?
+        .len();
+    if len > MAX_ACL_FILE_BYTES {
+        return Err(AclError::TooLarge {
+            path: path.to_owned(),
+            len,
+            max: MAX_ACL_FILE_BYTES,
+        });
+    }
+    std::fs::read_to_string(path).map_err(|e| read_error(e.to_string()))
+}
+
 impl AclTable {
     /// Reads and compiles `path` (bounded by [`MAX_ACL_FILE_BYTES`]).
     pub fn load(path: &Path) -> Result<Self, AclError> {
-        let read_error = |reason: String| AclError::Read {
-            path: path.to_owned(),
-            reason,
-        };
-        let len = std::fs::metadata(path)
-            .map_err(|e| read_error(e.to_string()))?
-            .len();
-        if len > MAX_ACL_FILE_BYTES {
-            return Err(AclError::TooLarge {
-                path: path.to_owned(),
-                len,
-                max: MAX_ACL_FILE_BYTES,
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| read_error(e.to_string()))?;
-        Self::parse(&text)
+        Self::parse(&read_file(path)?)
     }
 
     /// Compiles the text of a `plain_acl.yml`.
@@ -235,6 +284,28 @@ accounts:
     whiteRemoteAddress: 192.168.1.*
     admin: true
 "#;
+
+    #[test]
+    fn the_listing_shows_the_file_as_written_without_secrets() {
+        let listed = listing(SAMPLE).expect("lists");
+        assert_eq!(listed.global_white_addrs, ["10.10.103.*", "192.168.0.*"]);
+        let first = &listed.plain_access_configs[0];
+        assert_eq!(first.access_key, "RocketMQ");
+        assert_eq!(first.secret_key, MASKED_SECRET);
+        assert_eq!(first.default_group_perm, "SUB");
+        assert_eq!(
+            first.topic_perms,
+            ["topicA=DENY", "topicB=PUB|SUB", "topicC=SUB"]
+        );
+        let second = &listed.plain_access_configs[1];
+        assert!(second.admin);
+        assert_eq!(second.white_remote_address, "192.168.1.*");
+        assert!(!format!("{listed:?}").contains("12345678"));
+        assert!(
+            listing("accounts:\n  - accessKey: x\n").is_err(),
+            "a broken file is refused"
+        );
+    }
 
     #[test]
     fn parses_the_rocketmq_sample_file() {

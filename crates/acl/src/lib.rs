@@ -26,4 +26,4 @@ pub use client_hook::{AclClientRpcHook, SessionCredentials};
 pub use config::{Account, AclTable};
 pub use error::{AccessDenied, AclError};
 pub use remote_address::AddressPattern;
-pub use validator::{DEFAULT_WATCH_INTERVAL, PlainAccessValidator};
+pub use validator::{DEFAULT_WATCH_INTERVAL, GrpcCredentials, PlainAccessValidator};

@@ -91,6 +91,73 @@ pub fn verify(content: &[u8], secret_key: &str, signature: &str) -> bool {
     constant_time_eq(sign(content, secret_key).as_bytes(), signature.as_bytes())
 }
 
+/// The parts of a gRPC `authorization` header that matter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrpcAuthorization {
+    /// The account (the Credential up to its first `/`).
+    pub access_key: String,
+    /// The hex signature.
+    pub signature: String,
+}
+
+/// Parses `MQv2-HMAC-SHA1 Credential=<AK>, SignedHeaders=x-mq-date-time, Signature=<hex>` as
+/// Apache's proxy does: the algorithm up to the first space, then comma-separated `key=value`
+/// pairs. `None` without a Credential or a Signature.
+pub fn parse_grpc_authorization(header: &str) -> Option<GrpcAuthorization> {
+    let (_, pairs) = header.trim().split_once(' ')?;
+    let mut access_key = None;
+    let mut signature = None;
+    for pair in pairs.split(',') {
+        let Some((key, value)) = pair.trim().split_once('=') else {
+            continue;
+        };
+        match key.trim() {
+            "Credential" => {
+                access_key = value.split('/').next().map(|v| v.trim().to_owned());
+            }
+            "Signature" => signature = Some(value.trim().to_owned()),
+            _ => {}
+        }
+    }
+    Some(GrpcAuthorization {
+        access_key: access_key.filter(|a| !a.is_empty())?,
+        signature: signature?,
+    })
+}
+
+/// The signature a 5.x gRPC client sends for `date_time` (its `x-mq-date-time` header): the
+/// HMAC-SHA1 under `secret_key`, upper-case hex as the Java SDK writes it.
+pub fn grpc_signature(date_time: &str, secret_key: &str) -> String {
+    hmac_sha1(&[date_time.as_bytes()], secret_key)
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect()
+}
+
+/// Whether `signature_hex` (either case) is the HMAC-SHA1 of `content` under `secret_key`,
+/// compared in constant time.
+pub fn verify_hex(content: &[u8], secret_key: &str, signature_hex: &str) -> bool {
+    let Some(sent) = decode_hex(signature_hex) else {
+        return false;
+    };
+    constant_time_eq(&hmac_sha1(&[content], secret_key), &sent)
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return None;
+    }
+    bytes
+        .chunks(2)
+        .map(|pair| {
+            let digit = |b: u8| char::from(b).to_digit(16);
+            let (high, low) = (digit(*pair.first()?)?, digit(*pair.get(1)?)?);
+            u8::try_from(high * 16 + low).ok()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +243,31 @@ mod tests {
         ext.insert("\u{1F600}", "a");
         let cmd = RemotingCommand::request(10).with_ext_fields(ext);
         assert_eq!(signed_content(&cmd, &[]), b"ab".to_vec());
+    }
+
+    #[test]
+    fn grpc_authorization_headers_are_parsed_and_verified() {
+        let header = "MQv2-HMAC-SHA1 Credential=RocketMQ/20231201/x, SignedHeaders=x-mq-date-time, Signature=ABCD";
+        assert_eq!(
+            parse_grpc_authorization(header),
+            Some(GrpcAuthorization {
+                access_key: "RocketMQ".to_owned(),
+                signature: "ABCD".to_owned()
+            })
+        );
+        assert_eq!(
+            parse_grpc_authorization("MQv2-HMAC-SHA1 Signature=AB"),
+            None
+        );
+        assert_eq!(parse_grpc_authorization("garbage"), None);
+        let hex = grpc_signature("20231201T120000Z", "secret");
+        assert!(verify_hex(b"20231201T120000Z", "secret", &hex));
+        assert!(verify_hex(
+            b"20231201T120000Z",
+            "secret",
+            &hex.to_lowercase()
+        ));
+        assert!(!verify_hex(b"20231201T120001Z", "secret", &hex));
+        assert!(!verify_hex(b"20231201T120000Z", "secret", "zz"));
     }
 }

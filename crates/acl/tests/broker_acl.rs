@@ -482,6 +482,34 @@ async fn admin_codes_need_admin_and_white_listed_peers_skip_checks() {
         )
         .await;
     assert_eq!(rsp.code, ResponseCode::Success.code(), "{:?}", rsp.remark);
+
+    // The ACL listing names every account: admins only, and never with a secret.
+    let listing = || RemotingCommand::request(RequestCode::GetBrokerClusterAclConfig);
+    assert_denied(
+        &cluster.invoke(Some(app()), listing()).await,
+        "needs admin permission",
+    );
+    let rsp = cluster.invoke(Some(admin()), listing()).await;
+    assert_eq!(rsp.code, ResponseCode::Success.code(), "{:?}", rsp.remark);
+    let body = rsp.body.clone().unwrap_or_default();
+    let listed: comet_protocol::body::acl::AclConfigBody =
+        comet_protocol::body::from_fastjson(&body).expect("listing parses");
+    let keys: Vec<&str> = listed
+        .plain_access_configs
+        .iter()
+        .map(|a| a.access_key.as_str())
+        .collect();
+    assert!(
+        keys.contains(&"appUser") && keys.contains(&"adminUser"),
+        "{keys:?}"
+    );
+    assert!(
+        listed
+            .plain_access_configs
+            .iter()
+            .all(|a| a.secret_key == comet_acl::config::MASKED_SECRET),
+        "{listed:?}"
+    );
     cluster.shutdown().await;
 }
 

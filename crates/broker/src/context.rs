@@ -22,6 +22,7 @@ use crate::outer_api::BrokerOuterApi;
 use crate::rebalance_lock::RebalanceLockManager;
 use crate::schedule::ScheduleMessageService;
 use crate::subscription_group::SubscriptionGroupManager;
+use crate::timer::TimerMessageService;
 use crate::topic_config::TopicConfigManager;
 
 /// Everything a processor may need (see the module docs).
@@ -36,6 +37,10 @@ pub struct BrokerContext {
     pub rebalance_locks: Arc<RebalanceLockManager>,
     pub pull_hold: Arc<PullRequestHoldService>,
     pub schedule: Arc<ScheduleMessageService>,
+    /// POP consumption: queue claims, held pops, revive counters.
+    pub pop: Arc<crate::pop::PopService>,
+    /// Timer messages (`rmq_sys_wheel_timer` and its wheel).
+    pub timer: Arc<TimerMessageService>,
     pub outer_api: Arc<BrokerOuterApi>,
     /// The permission bits in force (`brokerPermission`): starts as the configured value and
     /// changes at runtime through UPDATE_BROKER_CONFIG. Read it with
@@ -48,8 +53,16 @@ pub struct BrokerContext {
     pub store_host: SocketAddr,
     /// Cancelled when the broker shuts down; background tasks stop on it.
     pub shutdown: CancellationToken,
-    /// Message traffic for the metrics endpoint (records nothing when it is off).
+    /// Message traffic, for the metrics endpoint and the admin statistics.
     pub traffic: Arc<crate::metrics::traffic::TrafficMetrics>,
+    /// How long topic and group creations took (metrics endpoint).
+    pub create_times: crate::metrics::create_times::CreateTimes,
+    /// The store's counters sampled once a second (runtime info rates and daily totals).
+    pub runtime_sampler: crate::runtime_info::RuntimeSampler,
+    /// The traffic sampled over the last minute, hour and day (VIEW_BROKER_STATS_DATA).
+    pub stats_windows: crate::metrics::windows::StatsWindows,
+    /// Request latencies for the metrics endpoint (records nothing when it is off).
+    pub rpc: Arc<crate::metrics::rpc::RpcLatency>,
 }
 
 impl std::fmt::Debug for BrokerContext {

@@ -35,10 +35,11 @@ use crate::long_polling::{NotifyMessageArrivingListener, PullRequestHoldService}
 use crate::offset_manager::ConsumerOffsetManager;
 use crate::outer_api::{BrokerIdentity, BrokerOuterApi, RegisterReport};
 use crate::processor;
-use crate::processor::send::CommitBeforeReply;
+use crate::processor::fence::CommitBeforeReply;
 use crate::rebalance_lock::RebalanceLockManager;
 use crate::schedule::ScheduleMessageService;
 use crate::subscription_group::SubscriptionGroupManager;
+use crate::timer::TimerMessageService;
 use crate::topic_config::TopicConfigManager;
 use crate::transaction::{self, TransactionService};
 
@@ -61,6 +62,10 @@ pub enum BrokerError {
     HaListen(SocketAddr, std::io::Error),
     #[error("cannot serve metrics on {0} (metricsPromExporterHost/metricsPromExporterPort): {1}")]
     MetricsListen(SocketAddr, std::io::Error),
+    #[error("cannot serve gRPC on {0} (grpcServerPort): {1}")]
+    GrpcListen(SocketAddr, std::io::Error),
+    #[error(transparent)]
+    GrpcTls(#[from] crate::grpc::tls::GrpcTlsError),
 }
 
 /// Starts brokers; see [`BrokerController::start`].
@@ -108,6 +113,7 @@ impl BrokerController {
             fast,
             ha_listener,
             metrics_listener,
+            grpc_listener,
         } = opened;
         let ha_port = replication.master.local_addr().map_or(0, |a| a.port());
         let ctx = build_context(
@@ -122,16 +128,30 @@ impl BrokerController {
         if let Some(fast) = &fast {
             install_on_server(fast, &ctx, &transactions);
         }
-        let mut tasks = start_services(&ctx, transactions, acl.as_ref());
+        let mut tasks = start_services(&ctx, Arc::clone(&transactions), acl.as_ref());
         tasks.extend(replication.start(ha_listener, &store, &ctx.shutdown));
         let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
         if let Some(listener) = metrics_listener {
             tracing::info!(addr = ?metrics_addr, "metrics endpoint listening at /metrics");
-            match crate::metrics::serve(listener, &ctx) {
+            let transport = std::iter::once(&server)
+                .chain(fast.as_ref())
+                .map(RemotingServer::stats)
+                .collect();
+            match crate::metrics::serve(listener, &ctx, transport) {
                 Ok(task) => tasks.push(task),
                 Err(e) => tracing::error!(error = %e, "metrics endpoint not started"),
             }
         }
+        let grpc_addr = match grpc_listener {
+            Some((listener, tls)) => {
+                let (addr, task) =
+                    crate::grpc::serve(listener, tls, &ctx, &transactions, acl.clone());
+                tracing::info!(%addr, "gRPC endpoint (apache.rocketmq.v2) listening");
+                tasks.push(task);
+                Some(addr)
+            }
+            None => None,
+        };
 
         let server = server.start();
         let fast = fast.map(RemotingServer::start);
@@ -150,6 +170,7 @@ impl BrokerController {
             identity,
             local_addr,
             metrics_addr,
+            grpc_addr,
         };
         handle.register_now().await;
         let registration = spawn_registration_task(&handle.ctx, handle.identity.clone());
@@ -166,10 +187,13 @@ struct MetadataTables {
     subscription_groups: Arc<SubscriptionGroupManager>,
     consumer_offsets: Arc<ConsumerOffsetManager>,
     schedule: Arc<ScheduleMessageService>,
+    timer: Arc<TimerMessageService>,
+    request_modes: crate::pop::request_mode::MessageRequestModeManager,
+    fifo: crate::pop::fifo::FifoBook,
 }
 
 impl MetadataTables {
-    fn open(config: &Arc<BrokerConfig>) -> Result<Self, ConfigFileError> {
+    fn open(config: &Arc<BrokerConfig>) -> Result<Self, BrokerError> {
         let root = &config.store_path_root_dir;
         Ok(MetadataTables {
             topic_config: Arc::new(TopicConfigManager::open(root, Arc::clone(config))?),
@@ -182,6 +206,9 @@ impl MetadataTables {
                 root,
                 config.delay_levels_millis(),
             )?),
+            timer: Arc::new(TimerMessageService::open(root, config)?),
+            request_modes: crate::pop::request_mode::MessageRequestModeManager::open(root)?,
+            fifo: crate::pop::fifo::FifoBook::open(root)?,
         })
     }
 }
@@ -196,6 +223,8 @@ struct Opened {
     ha_listener: tokio::net::TcpListener,
     /// The metrics endpoint, with `metricsExporterType=PROM`.
     metrics_listener: Option<tokio::net::TcpListener>,
+    /// The gRPC endpoint and its TLS settings, with `enableGrpcServer=true`.
+    grpc_listener: Option<(tokio::net::TcpListener, Option<crate::grpc::tls::GrpcTls>)>,
 }
 
 /// Loads the metadata tables and the ACL, and binds the listeners (main, fast, HA) with the ACL
@@ -242,6 +271,16 @@ async fn open_tables_and_bind(
     } else {
         None
     };
+    let grpc_listener = if config.serves_grpc() {
+        let addr = config.grpc_listen_addr();
+        let tls = crate::grpc::tls::GrpcTls::from_config(config)?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| BrokerError::GrpcListen(addr, e))?;
+        Some((listener, tls))
+    } else {
+        None
+    };
     Ok(Opened {
         tables,
         acl,
@@ -249,6 +288,7 @@ async fn open_tables_and_bind(
         fast,
         ha_listener,
         metrics_listener,
+        grpc_listener,
     })
 }
 
@@ -275,6 +315,13 @@ fn build_context(
             config.short_polling_time_ms,
         )),
         schedule: tables.schedule,
+        timer: tables.timer,
+        pop: Arc::new(crate::pop::PopService::new(
+            &config.broker_cluster_name,
+            config.revive_queue_num,
+            tables.request_modes,
+            tables.fifo,
+        )),
         outer_api: Arc::new(BrokerOuterApi::new(
             config.namesrv_addr.clone(),
             Duration::from_millis(config.register_broker_timeout_ms),
@@ -283,7 +330,11 @@ fn build_context(
         replication,
         store_host,
         shutdown: CancellationToken::new(),
-        traffic: Arc::new(crate::metrics::traffic::TrafficMetrics::new(
+        traffic: Arc::new(crate::metrics::traffic::TrafficMetrics::new(true)),
+        stats_windows: crate::metrics::windows::StatsWindows::default(),
+        runtime_sampler: crate::runtime_info::RuntimeSampler::default(),
+        create_times: crate::metrics::create_times::CreateTimes::default(),
+        rpc: Arc::new(crate::metrics::rpc::RpcLatency::new(
             config.metrics_exporter_type == MetricsExporterType::Prom,
         )),
     })
@@ -300,6 +351,7 @@ fn install_on_server(
     ctx.store
         .set_arriving_listener(Some(Arc::new(NotifyMessageArrivingListener::new(
             Arc::clone(&ctx.pull_hold),
+            Arc::clone(&ctx.pop),
         ))));
     server.set_response_fence(Arc::new(CommitBeforeReply::new(
         Arc::clone(&ctx.store),
@@ -307,6 +359,11 @@ fn install_on_server(
         Arc::clone(&ctx.replication),
     )));
     processor::routes::register(server, ctx, transactions);
+    if ctx.rpc.is_enabled() {
+        let installed = server
+            .set_request_observer(Arc::clone(&ctx.rpc) as Arc<dyn comet_remoting::RequestObserver>);
+        debug_assert!(installed, "a fresh server has no request observer");
+    }
     // The client tables (consumers, producers, held pulls) forget a connection when it closes.
     server.set_channel_event_listener(Arc::new(ClientHousekeeping::new(Arc::downgrade(ctx))));
 }
@@ -322,12 +379,16 @@ fn start_services(
     ctx.pull_hold.start(Arc::downgrade(ctx));
     tasks.push(ClientHousekeeping::start(ctx));
     tasks.push(spawn_persist_task(ctx));
+    tasks.push(crate::metrics::windows::start(ctx));
+    tasks.push(crate::runtime_info::start(ctx));
     if ctx.config.is_slave() {
         // A slave's delayed and transactional messages arrive from its master, which delivers
         // and checks them; its metadata comes from the master too.
         tasks.push(crate::ha::sync::start(ctx));
     } else {
         tasks.extend(ctx.schedule.start(ctx));
+        tasks.extend(ctx.timer.start(ctx));
+        tasks.push(crate::pop::revive::start(ctx));
         tasks.push(transaction::check::start(transactions, ctx));
     }
     if let Some(acl) = acl {
@@ -384,7 +445,7 @@ fn spawn_registration_task(ctx: &Arc<BrokerContext>, identity: BrokerIdentity) -
     })
 }
 
-/// Writes consumer offsets (when changed) and delay progress every
+/// Writes consumer offsets, delay progress and FIFO POP batches (when changed) every
 /// `flushConsumerOffsetInterval`.
 fn spawn_persist_task(ctx: &Arc<BrokerContext>) -> JoinHandle<()> {
     let weak = Arc::downgrade(ctx);
@@ -426,7 +487,18 @@ async fn persist_tables(ctx: &Arc<BrokerContext>, all: bool) {
         if let Err(e) = delay {
             errors.push(format!("delayOffset.json: {e}"));
         }
+        let fifo = if all {
+            ctx.pop.fifo.persist()
+        } else {
+            ctx.pop.fifo.persist_if_dirty().map(|_| ())
+        };
+        if let Err(e) = fifo {
+            errors.push(format!("{}: {e}", crate::pop::fifo::FIFO_BOOK_FILE));
+        }
         if all {
+            if let Err(e) = ctx.timer.checkpoint() {
+                errors.push(format!("timer checkpoint: {e}"));
+            }
             if let Err(e) = ctx.topic_config.persist() {
                 errors.push(format!("topics.json: {e}"));
             }
@@ -456,6 +528,7 @@ pub struct BrokerHandle {
     identity: BrokerIdentity,
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
+    grpc_addr: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for BrokerHandle {
@@ -492,6 +565,11 @@ impl BrokerHandle {
     /// Where `/metrics` is served, with `metricsExporterType=PROM`.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// Where the gRPC endpoint listens, with `enableGrpcServer=true`.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc_addr
     }
 
     /// `brokerIP1:port`, the address announced to name servers and written in message ids.

@@ -2,7 +2,7 @@
 //!
 //! A RocketMQ-compatible broker on top of `comet-store` and `comet-remoting`: it keeps the topic,
 //! subscription-group and consumer-offset tables, answers produce, consume and admin requests
-//! byte for byte as an Apache RocketMQ broker does, delivers delayed messages, and registers its
+//! byte for byte as an Apache RocketMQ broker does, delivers delayed and timer messages, and registers its
 //! topics with the name servers.
 //!
 //! [`controller::BrokerController`] wires everything together; request processors reach the
@@ -14,18 +14,22 @@ pub mod context;
 pub mod controller;
 pub mod offset_manager;
 pub mod outer_api;
+pub mod pop;
 pub mod processor;
 pub mod schedule;
 pub mod subscription_group;
+pub mod timer;
 pub mod topic_config;
 pub mod transaction;
 
 pub mod client;
 pub mod filter;
+pub mod grpc;
 pub mod ha;
 pub mod long_polling;
 pub mod metrics;
 pub mod rebalance_lock;
+pub mod runtime_info;
 
 pub use config::{BrokerConfig, ConfigError, ParsedConfig};
 pub use context::BrokerContext;

@@ -318,9 +318,12 @@ impl PullRequestHoldService {
             return;
         };
         let HeldPull {
-            request, channel, ..
+            request,
+            channel,
+            suspended_at,
+            ..
         } = pull;
-        let Some(response) = respond_to(&ctx, &channel, &request) else {
+        let Some(response) = respond_to(&ctx, &channel, &request, suspended_at) else {
             return;
         };
         match channel.send_response(response.clone()).now_or_never() {
@@ -370,9 +373,12 @@ impl PullRequestHoldService {
         };
         runtime.spawn(async move {
             let HeldPull {
-                request, channel, ..
+                request,
+                channel,
+                suspended_at,
+                ..
             } = pull;
-            let Some(response) = respond_to(&ctx, &channel, &request) else {
+            let Some(response) = respond_to(&ctx, &channel, &request, suspended_at) else {
                 return;
             };
             if let Err(e) = channel.send_response(response).await {
@@ -382,13 +388,22 @@ impl PullRequestHoldService {
     }
 }
 
-/// The response of a held pull re-run without suspension, addressed to the original request.
+/// The response of a held pull re-run without suspension, addressed to the original request,
+/// timed from the suspension for the request-latency metrics.
 fn respond_to(
     ctx: &Arc<BrokerContext>,
     channel: &Channel,
     request: &RemotingCommand,
+    suspended_at: Instant,
 ) -> Option<RemotingCommand> {
     let mut response = pull::process_pull(ctx, channel, request, false)?;
+    let key = crate::metrics::rpc::RpcKey {
+        request_code: request.code,
+        response_code: response.code,
+        long_polling: true,
+        oneway: false,
+    };
+    ctx.rpc.record(key, suspended_at.elapsed());
     response.opaque = request.opaque;
     response.serialize_type = request.serialize_type;
     Some(response)
@@ -398,16 +413,19 @@ fn respond_to(
 #[derive(Debug)]
 pub struct NotifyMessageArrivingListener {
     service: Arc<PullRequestHoldService>,
+    pop: Arc<crate::pop::PopService>,
 }
 
 impl NotifyMessageArrivingListener {
-    pub fn new(service: Arc<PullRequestHoldService>) -> Self {
-        Self { service }
+    /// Forwards arrivals to the pull hold service and wakes held pops.
+    pub fn new(service: Arc<PullRequestHoldService>, pop: Arc<crate::pop::PopService>) -> Self {
+        Self { service, pop }
     }
 }
 
 impl MessageArrivingListener for NotifyMessageArrivingListener {
     fn arriving(&self, arrival: &MessageArrival<'_>) {
+        self.pop.notify_arrival(arrival.topic);
         // With short polling RocketMQ does not wake on arrival: the 1 s timer answers.
         if self.service.long_polling_enable {
             self.service.notify_message_arriving(

@@ -7,7 +7,7 @@
 //! fsync, rename, `.bak` kept), so a crash mid-write loses at most the last period and never the
 //! whole file. A dirty flag skips the periodic write when nothing was committed.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Display;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +29,13 @@ pub struct ConsumerOffsetManager {
     /// On a slave: the (group, topic, queue) offsets committed to it directly since its last
     /// copy of the master's table (see [`ConsumerOffsetManager::merge_from_master`]).
     local_commits: Mutex<HashSet<(String, String, i32)>>,
+    /// On a slave: the master's offsets as its last copy had them.
+    last_master: Mutex<HashMap<(String, String, i32), i64>>,
     tracking: AtomicBool,
+    /// Where each group's last pull on each queue ended (`topic@group` → queue → next offset):
+    /// what it has fetched, committed or not. Kept in memory only, for the in-flight and ready
+    /// figures of the metrics endpoint.
+    pull_offsets: Mutex<HashMap<String, HashMap<i32, i64>>>,
 }
 
 impl ConsumerOffsetManager {
@@ -39,7 +45,9 @@ impl ConsumerOffsetManager {
             table: ConsumerOffsetTable::open(&config_path(store_root, CONSUMER_OFFSET_FILE))?,
             dirty: DirtyFlag::default(),
             local_commits: Mutex::new(HashSet::new()),
+            last_master: Mutex::new(HashMap::new()),
             tracking: AtomicBool::new(false),
+            pull_offsets: Mutex::new(HashMap::new()),
         })
     }
 
@@ -69,31 +77,38 @@ impl ConsumerOffsetManager {
         self.tracking.store(true, Ordering::Relaxed);
     }
 
-    /// A slave's copy of its master's offsets: the master's value wins, except for a queue
-    /// committed to the slave directly since the last copy (consumers that read from the slave
-    /// while the master was away), where the higher of the two stays. So offsets a master kept
-    /// from before a long outage never move the slave's back (Apache's issue #1094), and a
-    /// reset made on the master still reaches the slave. Returns how many offsets changed.
+    /// A slave's copy of its master's offsets. The master's value wins when it changed since the
+    /// previous copy (consumers committed to the master, or an operator reset it there). When it
+    /// did not, the slave keeps its own value: consumers that read from the slave while the
+    /// master was away committed there, and an unchanged older value on the master must not move
+    /// them back (Apache's issue #1094). A queue committed to the slave since the last copy keeps
+    /// the higher of the two. Returns how many offsets changed.
     pub fn merge_from_master(&self, master: &OffsetTable) -> usize {
         let local = std::mem::take(&mut *self.local_commits.lock());
+        let mut last_master = self.last_master.lock();
+        let mut seen = HashMap::with_capacity(last_master.len());
         let mut changed = 0;
         for (key, queues) in master {
             let Some((topic, group)) = crate::config_tables::split_offset_key(key) else {
                 continue;
             };
             for (&queue_id, &offset) in queues {
+                let id = (group.to_owned(), topic.to_owned(), queue_id);
                 let mine = self.table.query(group, topic, queue_id);
-                let kept_local = local.contains(&(group.to_owned(), topic.to_owned(), queue_id));
+                let master_moved = last_master.get(&id) != Some(&offset);
                 let value = match mine {
-                    Some(mine) if kept_local => mine.max(offset),
+                    Some(mine) if local.contains(&id) => mine.max(offset),
+                    Some(mine) if !master_moved => mine,
                     _ => offset,
                 };
                 if mine != Some(value) {
                     self.table.commit(group, topic, queue_id, value);
                     changed += 1;
                 }
+                seen.insert(id, offset);
             }
         }
+        *last_master = seen;
         if changed > 0 {
             self.dirty.mark();
         }
@@ -105,6 +120,32 @@ impl ConsumerOffsetManager {
         self.table
             .query(group, topic, queue_id)
             .unwrap_or(NO_OFFSET)
+    }
+
+    /// Records that a pull of (group, topic, queue) ended at `next_offset`, the offset its next
+    /// pull starts from.
+    pub fn commit_pull_offset(&self, group: &str, topic: &str, queue_id: i32, next_offset: i64) {
+        let key = offset_key(topic, group);
+        let mut table = self.pull_offsets.lock();
+        match table.get_mut(&key) {
+            Some(queues) => {
+                queues.insert(queue_id, next_offset);
+            }
+            None => {
+                table.insert(key, HashMap::from([(queue_id, next_offset)]));
+            }
+        }
+    }
+
+    /// Where the group's last pull of the queue ended; the committed offset when it has not
+    /// pulled the queue since the broker started, or [`NO_OFFSET`].
+    pub fn query_pull_offset(&self, group: &str, topic: &str, queue_id: i32) -> i64 {
+        let pulled = self
+            .pull_offsets
+            .lock()
+            .get(&offset_key(topic, group))
+            .and_then(|queues| queues.get(&queue_id).copied());
+        pulled.unwrap_or_else(|| self.query_offset(group, topic, queue_id))
     }
 
     /// Every queue offset of (group, topic).
@@ -129,6 +170,10 @@ impl ConsumerOffsetManager {
 
     /// Forgets a group's offsets on every topic; returns the number of topics removed.
     pub fn remove_group(&self, group: &str) -> usize {
+        let suffix = format!("@{group}");
+        self.pull_offsets
+            .lock()
+            .retain(|k, _| !k.ends_with(&suffix));
         let n = self.table.remove_group(group);
         if n > 0 {
             self.dirty.mark();
@@ -138,6 +183,10 @@ impl ConsumerOffsetManager {
 
     /// Forgets every group's offsets on a topic.
     pub fn remove_topic(&self, topic: &str) -> usize {
+        let prefix = format!("{topic}@");
+        self.pull_offsets
+            .lock()
+            .retain(|k, _| !k.starts_with(&prefix));
         let n = self.table.remove_topic(topic);
         if n > 0 {
             self.dirty.mark();
@@ -166,6 +215,15 @@ impl ConsumerOffsetManager {
     }
 }
 
+/// The offset tables' key of (topic, group).
+fn offset_key(topic: &str, group: &str) -> String {
+    let mut key = String::with_capacity(topic.len() + 1 + group.len());
+    key.push_str(topic);
+    key.push(crate::config_tables::TOPIC_GROUP_SEPARATOR);
+    key.push_str(group);
+    key
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +246,49 @@ mod tests {
         assert_eq!(m.topics_of_group("g"), vec!["T".to_owned()]);
         assert_eq!(m.remove_group("g"), 1);
         assert_eq!(m.query_offset("g", "T", 1), NO_OFFSET);
+    }
+
+    #[test]
+    fn a_slave_keeps_its_own_offsets_until_the_master_moves() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = ConsumerOffsetManager::open(dir.path()).unwrap();
+        m.follow_master();
+        let master = |offset: i64| -> OffsetTable {
+            let mut table = OffsetTable::new();
+            table.insert("T@g".to_owned(), [(1, offset)].into_iter().collect());
+            table
+        };
+        assert_eq!(m.merge_from_master(&master(0)), 1);
+        m.commit_offset("slave-reader", "g", "T", 1, 15);
+        // Two copies of an unchanged master, one right after the commit and one later.
+        m.merge_from_master(&master(0));
+        assert_eq!(m.query_offset("g", "T", 1), 15);
+        m.merge_from_master(&master(0));
+        assert_eq!(
+            m.query_offset("g", "T", 1),
+            15,
+            "an unchanged master moved it back"
+        );
+        // The master moves (a reset there, even a lower one): it wins.
+        m.merge_from_master(&master(3));
+        assert_eq!(m.query_offset("g", "T", 1), 3);
+    }
+
+    #[test]
+    fn pull_offsets_fall_back_to_the_committed_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = ConsumerOffsetManager::open(dir.path()).unwrap();
+        assert_eq!(m.query_pull_offset("g", "T", 0), NO_OFFSET);
+        m.commit_offset("127.0.0.1:5555", "g", "T", 0, 4);
+        assert_eq!(m.query_pull_offset("g", "T", 0), 4);
+        m.commit_pull_offset("g", "T", 0, 9);
+        assert_eq!(m.query_pull_offset("g", "T", 0), 9);
+        assert_eq!(m.query_pull_offset("g", "T", 1), NO_OFFSET);
+        assert_eq!(m.query_pull_offset("g2", "T", 0), NO_OFFSET);
+        m.remove_group("g");
+        assert_eq!(m.query_pull_offset("g", "T", 0), NO_OFFSET);
+        m.commit_pull_offset("g", "T", 0, 9);
+        m.remove_topic("T");
+        assert_eq!(m.query_pull_offset("g", "T", 0), NO_OFFSET);
     }
 }

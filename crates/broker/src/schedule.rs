@@ -186,7 +186,7 @@ impl ScheduleMessageService {
                                 continue;
                             };
                             let topic = msg.topic.clone();
-                            let result = crate::processor::send::put_message(ctx, msg).await;
+                            let result = crate::processor::send::put_due_message(ctx, msg).await;
                             if !result.status.is_written() {
                                 tracing::error!(level, offset, topic = %topic, status = ?result.status,
                                     "re-putting a delayed message failed; retrying");
@@ -221,12 +221,17 @@ pub fn restore_real_topic(stored: MessageExt) -> Option<MessageExt> {
         .trim()
         .parse()
         .ok()?;
+    let mut msg = reput_copy(stored, topic, queue_id);
+    msg.properties.remove(keys::DELAY_TIME_LEVEL);
+    Some(msg)
+}
+
+/// A stored message to put again into `topic`/`queue_id`: body, flag, properties, sys flag,
+/// born and store hosts, reconsume times and prepared offset kept; the store assigns the rest.
+pub fn reput_copy(stored: MessageExt, topic: String, queue_id: i32) -> MessageExt {
     let mut msg = MessageExt::new(topic, stored.body.clone());
     msg.flag = stored.flag;
     msg.properties = stored.properties;
-    msg.properties.remove(keys::DELAY_TIME_LEVEL);
-    // Delivery is asynchronous to any client: never make it wait for a sync flush.
-    msg.properties.insert(keys::WAIT_STORE_MSG_OK, "false");
     msg.queue_id = queue_id;
     msg.sys_flag = stored.sys_flag;
     msg.born_timestamp = stored.born_timestamp;
@@ -234,7 +239,7 @@ pub fn restore_real_topic(stored: MessageExt) -> Option<MessageExt> {
     msg.store_host = stored.store_host;
     msg.reconsume_times = stored.reconsume_times;
     msg.prepared_transaction_offset = stored.prepared_transaction_offset;
-    Some(msg)
+    msg
 }
 
 #[cfg(test)]

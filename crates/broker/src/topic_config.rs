@@ -26,7 +26,7 @@ use comet_protocol::body::{
 };
 use comet_protocol::naming::{
     AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC,
-    SELF_TEST_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, validate_topic,
+    SELF_TEST_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, validate_topic,
 };
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -125,6 +125,9 @@ impl TopicConfigManager {
         ));
         topics.push(TopicConfig::with_queues(TRANS_HALF_TOPIC, 1, 1, rw));
         topics.push(TopicConfig::with_queues(TRANS_OP_HALF_TOPIC, 1, 1, rw));
+        if c.timer_wheel_enable {
+            topics.push(TopicConfig::with_queues(TIMER_TOPIC, 1, 1, rw));
+        }
         topics
     }
 

@@ -287,6 +287,61 @@ async fn broker_config_runtime_info_and_delay_offsets() {
     );
     assert!(kv.table.contains_key("commitLogMaxOffset"));
     assert!(kv.table.contains_key("scheduleMessageOffset_18"));
+    // The keys rocketmq-exporter parses as numbers (it fails on a missing or malformed one).
+    for key in [
+        "msgPutTotalTodayNow",
+        "sendThreadPoolQueueHeadWaitTimeMills",
+        "queryThreadPoolQueueHeadWaitTimeMills",
+        "msgGetTotalTodayNow",
+        "queryThreadPoolQueueSize",
+        "bootTimestamp",
+        "msgPutTotalYesterdayMorning",
+        "msgGetTotalYesterdayMorning",
+        "pullThreadPoolQueueSize",
+        "commitLogMinOffset",
+        "pullThreadPoolQueueHeadWaitTimeMills",
+        "dispatchMaxBuffer",
+        "brokerVersion",
+        "consumeQueueDiskRatio",
+        "pageCacheLockTimeMills",
+        "commitLogDiskRatio",
+        "commitLogMaxOffset",
+        "getMessageEntireTimeMax",
+        "msgPutTotalTodayMorning",
+        "putMessageTimesTotal",
+        "msgGetTotalTodayMorning",
+        "sendThreadPoolQueueSize",
+        "startAcceptSendRequestTimeStamp",
+        "putMessageEntireTimeMax",
+        "earliestMessageTimeStamp",
+        "remainTransientStoreBufferNumbs",
+        "queryThreadPoolQueueCapacity",
+        "putMessageAverageSize",
+        "dispatchBehindBytes",
+        "putMessageSizeTotal",
+        "sendThreadPoolQueueCapacity",
+        "pullThreadPoolQueueCapacity",
+    ] {
+        let value = kv.table.get(key).map(String::as_str);
+        assert!(
+            value.is_some_and(|v| v.parse::<f64>().is_ok()),
+            "{key}: {value:?}"
+        );
+    }
+    let flush_backlog = &kv.table["remainHowManyDataToFlush"];
+    assert!(
+        flush_backlog
+            .split(' ')
+            .next()
+            .is_some_and(|n| n.parse::<f64>().is_ok()),
+        "{flush_backlog}"
+    );
+    assert!(kv.table["commitLogDirCapacity"].starts_with("Total : "));
+    // Apache's 13 put-time buckets, `label:count` each.
+    let distribution = &kv.table["putMessageDistributeTime"];
+    assert_eq!(distribution.split(' ').count(), 13, "{distribution}");
+    assert!(distribution.starts_with("[<=0ms]:"), "{distribution}");
+    assert_eq!(kv.table["putTps"].split(' ').count(), 3);
 
     let rsp = broker
         .invoke(RemotingCommand::request(RequestCode::GetAllDelayOffset))
@@ -416,6 +471,19 @@ async fn who_produces_and_who_consumes_and_every_group_s_progress() {
     let rsp = broker.invoke(producers("nobody_produces")).await;
     assert_eq!(rsp.code, ResponseCode::SystemError.code());
     assert!(rsp.remark.unwrap_or_default().contains("nobody_produces"));
+
+    // GET_ALL_PRODUCER_INFO: every producer connection by group.
+    let rsp = broker
+        .invoke(RemotingCommand::request(RequestCode::GetAllProducerInfo))
+        .await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    let table: comet_protocol::body::ProducerTableInfo =
+        from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("producer table parses");
+    let infos = &table.data[PRODUCER_GROUP];
+    assert_eq!(infos.len(), 1, "{table:?}");
+    assert_eq!(infos[0].client_id, "who-client@1");
+    assert!(infos[0].remote_ip.starts_with("/127.0.0.1:"), "{table:?}");
+    assert!(infos[0].last_update_timestamp > 0);
 
     // QUERY_TOPIC_CONSUME_BY_WHO: the online group and the offline one with offsets.
     let rsp = broker

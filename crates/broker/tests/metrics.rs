@@ -10,9 +10,11 @@ use std::net::SocketAddr;
 use comet_broker::config::MetricsExporterType;
 use comet_broker::{BrokerConfig, BrokerController};
 use comet_protocol::RemotingCommand;
+use comet_protocol::body::{BrokerStatsData, from_fastjson};
 use comet_protocol::code::RequestCode;
 use comet_protocol::headers::{
-    CreateTopicRequestHeader, UpdateConsumerOffsetRequestHeader, request_with_header,
+    CreateTopicRequestHeader, UpdateConsumerOffsetRequestHeader, ViewBrokerStatsDataRequestHeader,
+    request_with_header,
 };
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -320,6 +322,295 @@ async fn sends_and_pulls_are_counted_by_topic_type_and_group() {
         Some(3.0),
         "{body}"
     );
+
+    // VIEW_BROKER_STATS_DATA (mqadmin statsAll) reads the same counters sampled every 10 s into
+    // minute, hour and day windows, and Java's refusal for a statistic with nothing recorded.
+    let stats = |name: &str, key: &str| {
+        request_with_header(
+            RequestCode::ViewBrokerStatsData,
+            &ViewBrokerStatsDataRequestHeader {
+                stats_name: name.to_owned(),
+                stats_key: key.to_owned(),
+                ..Default::default()
+            },
+        )
+    };
+    let sampled = |name: &'static str, key: String| {
+        let broker = &broker;
+        let request = stats(name, &key);
+        async move {
+            let rsp = broker.invoke(request).await;
+            if rsp.code != SUCCESS {
+                return None;
+            }
+            from_fastjson::<BrokerStatsData>(&rsp.body.unwrap_or_default()).ok()
+        }
+    };
+    assert!(
+        wait_until(|| async { sampled("TOPIC_PUT_NUMS", topic.to_owned()).await.is_some() }).await,
+        "the topic's puts are sampled"
+    );
+    let put = sampled("TOPIC_PUT_NUMS", topic.to_owned())
+        .await
+        .expect("sampled");
+    assert_eq!(put.stats_minute.sum, 4);
+    assert_eq!(put.stats_day.sum, 4);
+    assert!(
+        (put.stats_minute.avgpt - 1.0).abs() < 1e-9,
+        "one message per send"
+    );
+    let got = sampled("GROUP_GET_NUMS", format!("{topic}@{group}"))
+        .await
+        .expect("the group's gets are sampled with the puts");
+    assert_eq!(got.stats_hour.sum, 3);
+    let rsp = broker.invoke(stats("TOPIC_PUT_NUMS", "NeverSent")).await;
+    assert_eq!(
+        rsp.code,
+        comet_protocol::code::ResponseCode::SystemError.code()
+    );
+    assert_eq!(
+        rsp.remark.as_deref(),
+        Some("The stats <TOPIC_PUT_NUMS> <NeverSent> not exist")
+    );
+    broker.shutdown().await;
+}
+
+/// PULL_MESSAGE held by the broker for up to 20 s until a message arrives.
+fn held_pull(group: &str, topic: &str, offset: i64) -> RemotingCommand {
+    let mut request = pull(group, topic, 0, offset, 32);
+    let header = request.ext_mut();
+    header.insert(
+        "sysFlag",
+        comet_protocol::headers::pull_sys_flag::build(false, true, true, false).to_string(),
+    );
+    header.insert("suspendTimeoutMillis", "20000");
+    request
+}
+
+#[tokio::test]
+async fn answers_are_timed_by_request_and_response_code_and_holding() {
+    let broker = TestBroker::start_with(prom).await;
+    let addr = broker.handle().metrics_addr().expect("metrics on");
+    let (topic, group) = ("RpcTopic", "rpc_group");
+    let created = broker.invoke(create_topic_request(topic, 1)).await;
+    assert_eq!(created.code, SUCCESS, "{:?}", created.remark);
+    for _ in 0..2 {
+        let rsp = broker.invoke(send_v2(topic, 0, b"m", &[])).await;
+        assert_eq!(rsp.code, SUCCESS);
+    }
+    // A pull at the end of the queue is held until the next message arrives.
+    let held = broker.invoke(held_pull(group, topic, 2));
+    let wake = async {
+        let is_held = || async {
+            let (_, _, body) = scrape(addr).await;
+            find(&samples(&body), "comet_pull_held_requests", &[]).map(|s| s.value) == Some(1.0)
+        };
+        assert!(wait_until(is_held).await, "the pull is held");
+        broker.invoke(send_v2(topic, 0, b"wake", &[])).await
+    };
+    let (held, woke) = tokio::join!(held, wake);
+    assert_eq!(woke.code, SUCCESS);
+    assert_eq!(held.code, SUCCESS, "{:?}", held.remark);
+
+    let (_, _, body) = scrape(addr).await;
+    let all = samples(&body);
+    let count = |labels: &[(&str, &str)]| {
+        find(&all, "rocketmq_rpc_latency_milliseconds_count", labels).map(|s| s.value)
+    };
+    let sends = [
+        ("protocol_type", "remoting"),
+        ("request_code", "send_message_v2"),
+        ("response_code", "success"),
+        ("is_long_polling", "false"),
+        ("result", "success"),
+    ];
+    assert_eq!(count(&sends), Some(3.0), "{body}");
+    let held_pulls = [
+        ("request_code", "pull_message"),
+        ("response_code", "success"),
+        ("is_long_polling", "true"),
+    ];
+    assert_eq!(count(&held_pulls), Some(1.0), "{body}");
+    let topic_created = [
+        ("request_code", "update_and_create_topic"),
+        ("is_long_polling", "false"),
+    ];
+    assert_eq!(count(&topic_created), Some(1.0), "{body}");
+    // The topic's creation was timed too.
+    let created = [("invocation_status", "success"), ("is_system", "false")];
+    assert_eq!(
+        find(
+            &all,
+            "rocketmq_topic_create_execution_time_milliseconds_count",
+            &created
+        )
+        .map(|s| s.value),
+        Some(1.0),
+        "{body}"
+    );
+    let every_bucket = [("request_code", "send_message_v2"), ("le", "+Inf")];
+    assert_eq!(
+        find(
+            &all,
+            "rocketmq_rpc_latency_milliseconds_bucket",
+            &every_bucket
+        )
+        .map(|s| s.value),
+        Some(3.0),
+        "{body}"
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn fetched_and_not_yet_fetched_messages_are_told_apart() {
+    let broker = TestBroker::start_with(prom).await;
+    let addr = broker.handle().metrics_addr().expect("metrics on");
+    let (topic, group) = ("InflightTopic", "inflight_group");
+    let created = broker.invoke(create_topic_request(topic, 1)).await;
+    assert_eq!(created.code, SUCCESS, "{:?}", created.remark);
+    for i in 0..5 {
+        let rsp = broker
+            .invoke(send_v2(topic, 0, format!("m{i}").as_bytes(), &[]))
+            .await;
+        assert_eq!(rsp.code, SUCCESS);
+    }
+    assert!(wait_until(|| async { broker.store().get_max_offset_in_queue(topic, 0) == 5 }).await);
+    let rsp = broker.invoke(heartbeat("inflight@1", group, topic)).await;
+    assert_eq!(rsp.code, SUCCESS);
+    assert_eq!(
+        broker.invoke(commit(group, topic, 0, 0)).await.code,
+        SUCCESS
+    );
+    let figures = || async {
+        let (_, _, body) = scrape(addr).await;
+        let all = samples(&body);
+        let labels = [("consumer_group", group), ("topic", topic)];
+        let value = |name: &str| find(&all, name, &labels).map(|s| s.value);
+        (
+            value("rocketmq_consumer_inflight_messages"),
+            value("rocketmq_consumer_ready_messages"),
+            value("rocketmq_consumer_queueing_latency_milliseconds"),
+        )
+    };
+    let (inflight, ready, _) = figures().await;
+    assert_eq!((inflight, ready), (Some(0.0), Some(5.0)));
+
+    // Three fetched and not committed, two waiting.
+    let pulled = broker.invoke(pull(group, topic, 0, 0, 3)).await;
+    assert_eq!(pulled.code, SUCCESS, "{:?}", pulled.remark);
+    let (inflight, ready, queueing) = figures().await;
+    assert_eq!((inflight, ready), (Some(3.0), Some(2.0)));
+    assert!(queueing.is_some_and(|ms| ms >= 0.0));
+
+    // The rest fetched, the first three committed.
+    let pulled = broker.invoke(pull(group, topic, 0, 3, 32)).await;
+    assert_eq!(pulled.code, SUCCESS, "{:?}", pulled.remark);
+    assert_eq!(
+        broker.invoke(commit(group, topic, 0, 3)).await.code,
+        SUCCESS
+    );
+    let (inflight, ready, queueing) = figures().await;
+    assert_eq!(
+        (inflight, ready, queueing),
+        (Some(2.0), Some(0.0), Some(0.0))
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn flushes_and_back_pressure_are_reported() {
+    let broker = TestBroker::start_with(prom).await;
+    let addr = broker.handle().metrics_addr().expect("metrics on");
+    let created = broker.invoke(create_topic_request("FlushTopic", 1)).await;
+    assert_eq!(created.code, SUCCESS, "{:?}", created.remark);
+    let rsp = broker
+        .invoke(send_v2("FlushTopic", 0, b"durable", &[]))
+        .await;
+    assert_eq!(rsp.code, SUCCESS);
+    let value = |body: &str, name: &str| find(&samples(body), name, &[]).map(|s| s.value);
+    // The flush thread flushes what was sent within its interval.
+    let flushed = || async {
+        let (_, _, body) = scrape(addr).await;
+        value(&body, "comet_store_flush_latency_seconds_count").is_some_and(|n| n >= 1.0)
+    };
+    assert!(wait_until(flushed).await, "a flush is reported");
+    let (_, _, body) = scrape(addr).await;
+    assert!(
+        value(&body, "comet_store_flushes_total").is_some_and(|n| n >= 1.0),
+        "{body}"
+    );
+    assert!(
+        value(&body, "comet_store_flushed_bytes_total").is_some_and(|n| n > 0.0),
+        "{body}"
+    );
+    for name in [
+        "comet_remoting_system_busy_total",
+        "comet_remoting_write_buffer_refusals_total",
+        "comet_remoting_read_pauses_total",
+    ] {
+        assert_eq!(value(&body, name), Some(0.0), "{name}: {body}");
+    }
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn half_messages_and_transaction_finish_times_are_reported() {
+    use comet_protocol::headers::{
+        CommandHeaderExt, EndTransactionRequestHeader, SendMessageResponseHeader,
+    };
+    use comet_protocol::message::properties::keys;
+    use comet_protocol::message::sysflag;
+    let broker = TestBroker::start_with(prom).await;
+    let addr = broker.handle().metrics_addr().expect("metrics on");
+    let topic = "TxMetricTopic";
+    let created = broker.invoke(create_topic_request(topic, 1)).await;
+    assert_eq!(created.code, SUCCESS, "{:?}", created.remark);
+    let mut halves = Vec::new();
+    for uniq in ["tx-1", "tx-2"] {
+        let props = [
+            (keys::TRANSACTION_PREPARED, "true"),
+            (keys::PRODUCER_GROUP, PRODUCER_GROUP),
+            (keys::UNIQ_KEY, uniq),
+        ];
+        let rsp = broker.invoke(send_v2(topic, 0, b"half", &props)).await;
+        assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+        let header: SendMessageResponseHeader = rsp.decode_header().expect("send header");
+        halves.push((uniq, header.queue_offset, decode_msg_id(&header.msg_id).1));
+    }
+    let value =
+        |body: &str, name: &str| find(&samples(body), name, &[("topic", topic)]).map(|s| s.value);
+    let (_, _, body) = scrape(addr).await;
+    assert_eq!(value(&body, "rocketmq_half_messages"), Some(2.0), "{body}");
+
+    let (uniq, queue_offset, commit_log_offset) = halves[0];
+    let header = EndTransactionRequestHeader {
+        topic: Some(topic.to_owned()),
+        producer_group: PRODUCER_GROUP.to_owned(),
+        tran_state_table_offset: queue_offset,
+        commit_log_offset,
+        commit_or_rollback: sysflag::TRANSACTION_COMMIT_TYPE,
+        from_transaction_check: Some(false),
+        msg_id: uniq.to_owned(),
+        transaction_id: Some(uniq.to_owned()),
+        rpc: Default::default(),
+    };
+    let ended = broker
+        .invoke(request_with_header(RequestCode::EndTransaction, &header))
+        .await;
+    assert_eq!(ended.code, SUCCESS, "{:?}", ended.remark);
+    let (_, _, body) = scrape(addr).await;
+    assert_eq!(value(&body, "rocketmq_half_messages"), Some(1.0), "{body}");
+    assert_eq!(
+        value(&body, "rocketmq_finish_message_latency_milliseconds_count"),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(&body, "rocketmq_commit_messages_total"),
+        Some(1.0),
+        "{body}"
+    );
     broker.shutdown().await;
 }
 
@@ -404,4 +695,57 @@ async fn a_bad_metrics_configuration_is_refused_at_start() {
         .await
         .expect_err("port taken");
     assert!(err.to_string().contains("metricsPromExporterPort"), "{err}");
+}
+
+#[tokio::test]
+async fn parked_timer_messages_show_in_the_timer_gauges() {
+    let broker = TestBroker::start_with(prom).await;
+    let addr = broker.handle().metrics_addr().expect("metrics on");
+    for i in 0..3 {
+        let rsp = broker
+            .invoke(send_v2(
+                "MetricsTimerTopic",
+                0,
+                format!("t{i}").as_bytes(),
+                &[("TIMER_DELAY_SEC", "3600")],
+            ))
+            .await;
+        assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    }
+    assert!(
+        wait_until(|| async {
+            broker
+                .ctx()
+                .timer
+                .stats()
+                .is_some_and(|s| s.enqueue_offset == 3)
+        })
+        .await
+    );
+    let (_, _, body) = scrape(addr).await;
+    let all = samples(&body);
+    let storage = [("storage_type", "local"), ("storage_medium", "disk")];
+    let value = |name: &str| {
+        find(&all, name, &storage)
+            .unwrap_or_else(|| panic!("{name} missing:\n{body}"))
+            .value
+    };
+    assert_eq!(value("rocketmq_timer_dequeue_lag"), 3.0);
+    assert_eq!(value("rocketmq_timer_enqueue_lag"), 0.0);
+    assert_eq!(value("rocketmq_timer_enqueue_latency_milliseconds"), 0.0);
+    assert!(value("rocketmq_timer_dequeue_latency_milliseconds") >= 0.0);
+    let topic = [("topic", "MetricsTimerTopic")];
+    let by_topic = |name: &str| find(&all, name, &topic).map(|s| s.value);
+    assert_eq!(
+        by_topic("rocketmq_timer_enqueue_total"),
+        Some(3.0),
+        "{body}"
+    );
+    assert_eq!(
+        by_topic("rocketmq_timer_dequeue_total"),
+        Some(0.0),
+        "{body}"
+    );
+    assert_eq!(by_topic("rocketmq_timing_messages"), Some(3.0), "{body}");
+    broker.shutdown().await;
 }

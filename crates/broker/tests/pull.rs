@@ -15,7 +15,7 @@ use comet_protocol::headers::{
 };
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::record::decode_records;
-use common::{TestBroker, heartbeat, send_batch, send_v1, send_v2, wait_until};
+use common::{TestBroker, heartbeat, send_batch, send_v1, send_v2, wait_indexed, wait_until};
 
 const TOPIC: &str = "PullTopic";
 
@@ -519,20 +519,7 @@ async fn query_by_key_unique_key_and_view_by_offset() {
         }
         cmd
     };
-    let store = broker.store().clone();
-    // The index is built by dispatch; poll until the key is findable.
-    assert!(
-        wait_until(|| {
-            let store = store.clone();
-            async move {
-                !store
-                    .query_message(TOPIC, "order-42", 1, 0, i64::MAX)
-                    .messages
-                    .is_empty()
-            }
-        })
-        .await
-    );
+    assert!(wait_indexed(broker.store(), TOPIC, "order-42").await);
     let rsp = broker.invoke(query("order-42", false)).await;
     assert_eq!(rsp.code, 0, "{rsp:?}");
     assert!(rsp.ext("indexLastUpdatePhyoffset").is_some());

@@ -151,6 +151,35 @@ impl Message {
         }
     }
 
+    /// Asks for delivery at `epoch_ms` (ms since the epoch) through the broker's timer wheel
+    /// (TIMER_DELIVER_MS; RocketMQ 5.x `setDeliverTimeMs`). A time already passed is delivered
+    /// at once; one further ahead than the broker's `timerMaxDelaySec` is refused.
+    pub fn set_deliver_time_ms(&mut self, epoch_ms: i64) {
+        self.properties
+            .insert(keys::TIMER_DELIVER_MS, epoch_ms.to_string());
+    }
+
+    /// The delivery time set by [`Message::set_deliver_time_ms`].
+    pub fn deliver_time_ms(&self) -> Option<i64> {
+        self.properties
+            .get(keys::TIMER_DELIVER_MS)
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// Asks for delivery `delay_ms` after the broker receives the message (TIMER_DELAY_MS;
+    /// RocketMQ 5.x `setDelayTimeMs`).
+    pub fn set_delay_time_ms(&mut self, delay_ms: i64) {
+        self.properties
+            .insert(keys::TIMER_DELAY_MS, delay_ms.to_string());
+    }
+
+    /// Asks for delivery `delay_sec` seconds after the broker receives the message
+    /// (TIMER_DELAY_SEC; RocketMQ 5.x `setDelayTimeSec`).
+    pub fn set_delay_time_sec(&mut self, delay_sec: i64) {
+        self.properties
+            .insert(keys::TIMER_DELAY_SEC, delay_sec.to_string());
+    }
+
     /// Whether the broker answers only after the store (flush/replication) completed.
     pub fn wait_store_msg_ok(&self) -> bool {
         self.properties
@@ -240,6 +269,19 @@ impl From<MessageExt> for Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timer_setters_write_the_5x_properties() {
+        let mut m = Message::new("T", b"x".to_vec());
+        assert_eq!(m.deliver_time_ms(), None);
+        m.set_deliver_time_ms(1_700_000_000_000);
+        m.set_delay_time_ms(1500);
+        m.set_delay_time_sec(3);
+        assert_eq!(m.deliver_time_ms(), Some(1_700_000_000_000));
+        assert_eq!(m.property("TIMER_DELIVER_MS"), Some("1700000000000"));
+        assert_eq!(m.property("TIMER_DELAY_MS"), Some("1500"));
+        assert_eq!(m.property("TIMER_DELAY_SEC"), Some("3"));
+    }
 
     #[test]
     fn tags_keys_and_delay_live_in_properties() {

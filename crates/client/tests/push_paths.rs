@@ -25,6 +25,7 @@ use comet_client::consumer::{
     MessageListenerConcurrently, MessageModel,
 };
 use comet_client::message::MessageExt;
+use comet_protocol::body::topic::SubscriptionGroupConfig;
 use comet_protocol::code::{RequestCode, ResponseCode};
 use futures::future::BoxFuture;
 use push_common::*;
@@ -192,10 +193,16 @@ async fn a_refused_pull_is_retried_after_the_exception_delay() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_without_subscription_waits_the_exception_delay() {
+    let missing_subscription = watch_warning("find the consumer's subscription failed");
     let (cluster, tap) = relayed_cluster(|_| {}).await;
     let topic = "PathsNoSub";
     let group = "paths_no_sub";
     cluster.create_topic(topic, 1).await;
+    // The broker's consumer-ids-changed notice would start a rebalance; one landing after the
+    // unsubscribe below drops the queue and the held pull's message with it.
+    let mut quiet = SubscriptionGroupConfig::new(group);
+    quiet.notify_consumer_ids_changed_enable = false;
+    cluster.broker().context().subscription_groups.update(quiet);
     let producer = producer(&cluster).await;
 
     let mut config = consumer_config(&cluster, group, &unique_instance(group));
@@ -217,6 +224,10 @@ async fn a_pull_without_subscription_waits_the_exception_delay() {
         .filter_map(|p| tap.response_to(&p))
         .find(|r| r.code == i32::from(ResponseCode::Success))
         .expect("the held pull found the message");
+    // Subscribe again only once the queue's next turn has met the missing subscription; the
+    // consumer says so in a warning, the one sign of a pull it did not send.
+    let missed = tokio::time::timeout(DEADLINE, missing_subscription.notified()).await;
+    assert!(missed.is_ok(), "no pull turn met the missing subscription");
     consumer
         .subscribe(topic, "*")
         .await
@@ -232,6 +243,49 @@ async fn a_pull_without_subscription_waits_the_exception_delay() {
     consumer.shutdown().await;
     producer.shutdown().await;
     cluster.shutdown().await;
+}
+
+/// Signals every warning of the client whose message is `text`. Installed as the process-wide
+/// subscriber, so one test of this file may use it.
+fn watch_warning(text: &'static str) -> Arc<tokio::sync::Notify> {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    struct Watch {
+        text: &'static str,
+        seen: Arc<tokio::sync::Notify>,
+    }
+    struct Message(String);
+    impl tracing::field::Visit for Message {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.0 = format!("{value:?}");
+            }
+        }
+    }
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Watch {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            if *event.metadata().level() != tracing::Level::WARN {
+                return;
+            }
+            let mut message = Message(String::new());
+            event.record(&mut message);
+            if message.0 == self.text {
+                self.seen.notify_one();
+            }
+        }
+    }
+    let seen = Arc::new(tokio::sync::Notify::new());
+    let layer = Watch {
+        text,
+        seen: seen.clone(),
+    };
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+        .expect("no other subscriber in this test binary");
+    seen
 }
 
 /// A slave of `cluster`'s broker, announced at the relay address.

@@ -59,7 +59,10 @@ pub fn resolve(mut config: BrokerConfig, args: &BrokerArgs) -> Result<BrokerConf
         let unknown = config
             .apply_text(&text)
             .with_context(|| format!("parsing broker config {}", path.display()))?;
-        for key in &unknown {
+        for key in unknown
+            .iter()
+            .filter(|k| !comet_console::ConsoleConfig::is_console_key(k))
+        {
             tracing::warn!(key = %key, file = %path.display(), "unknown broker configuration key ignored");
         }
     }
@@ -75,6 +78,9 @@ pub fn resolve(mut config: BrokerConfig, args: &BrokerArgs) -> Result<BrokerConf
         let Some((key, value)) = kv.split_once('=') else {
             bail!("--set expects KEY=VALUE, got {kv:?}");
         };
+        if comet_console::ConsoleConfig::is_console_key(key.trim()) {
+            continue;
+        }
         set(&mut config, key.trim(), value.trim(), "--set")?;
     }
     config.validate().context("invalid broker configuration")?;
@@ -102,9 +108,24 @@ pub async fn run(args: BrokerArgs) -> Result<()> {
         print!("{}", config.to_properties());
         return Ok(());
     }
+    let console_base = comet_console::ConsoleConfig {
+        data_dir: config.store_path_root_dir.join("console"),
+        ..comet_console::ConsoleConfig::default()
+    };
+    let console_config = crate::console::resolve(console_base, &args)?;
+    let namesrv = config.namesrv_addr.join(";");
     let handle = start(config).await?;
+    let console = if namesrv.is_empty() {
+        tracing::warn!("no namesrvAddr: the console is not started");
+        None
+    } else {
+        crate::console::start_embedded(console_config, &namesrv).await
+    };
     crate::wait_for_signal().await?;
     tracing::info!("shutting down the broker");
+    if let Some(console) = console {
+        console.shutdown().await;
+    }
     handle.shutdown().await.context("broker shutdown")?;
     Ok(())
 }

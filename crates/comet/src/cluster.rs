@@ -209,6 +209,16 @@ fn broker_conf(
     let _ = writeln!(conf, "namesrvAddr={}", namesrv_addrs.join(";"));
     let _ = writeln!(conf, "storePathRootDir={}", dir.join("store").display());
     let _ = writeln!(conf, "slaveReadEnable=true");
+    // One web console for the cluster, served by the first master; on an ephemeral port when
+    // the cluster's ports are.
+    let _ = writeln!(
+        conf,
+        "consoleEnable={}",
+        broker_name == "broker-a" && id == 0
+    );
+    if args.base_port == 0 {
+        let _ = writeln!(conf, "consolePort=0");
+    }
     for kv in &args.overrides {
         let _ = writeln!(conf, "{kv}");
     }
@@ -372,4 +382,32 @@ fn stop(dir: &Path) -> Result<()> {
     }
     println!("cluster in {} stopped", dir.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_first_master_serves_the_console() {
+        let args = |base_port| StartArgs {
+            dir: PathBuf::from("/tmp/comet-cluster-test"),
+            namesrvs: 1,
+            groups: 2,
+            slaves: 1,
+            base_port,
+            role: "ASYNC_MASTER".to_owned(),
+            overrides: Vec::new(),
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], 20_102));
+        let conf = |args: &StartArgs, name: &str, id| {
+            broker_conf(args, name, id, addr, Path::new("/tmp/x"), &[])
+        };
+        let fixed = args(20_000);
+        assert!(conf(&fixed, "broker-a", 0).contains("consoleEnable=true\n"));
+        assert!(!conf(&fixed, "broker-a", 0).contains("consolePort"));
+        assert!(conf(&fixed, "broker-a", 1).contains("consoleEnable=false\n"));
+        assert!(conf(&fixed, "broker-b", 0).contains("consoleEnable=false\n"));
+        assert!(conf(&args(0), "broker-a", 0).contains("consolePort=0\n"));
+    }
 }

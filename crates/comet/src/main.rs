@@ -16,6 +16,7 @@ mod bench;
 mod broker;
 mod cli;
 mod cluster;
+mod console;
 mod namesrv;
 mod serve;
 
@@ -42,17 +43,32 @@ enum Command {
     Produce(cli::produce::ProduceArgs),
     /// Read and print a topic's messages as a consumer group.
     Consume(cli::consume::ConsumeArgs),
-    /// Topic administration: create, list, route, stats, delete.
+    /// Topic administration: create, list, route, stats, delete, cluster-list, update-perm.
     Topic(cli::topic::TopicArgs),
-    /// Consumer group administration: progress, connections, reset-offset.
+    /// Consumer group administration: progress, connections, status, offsets (reset, skip,
+    /// clone), subscription-group create/delete/config, a broker's consume stats.
     Group(cli::group::GroupArgs),
-    /// Message lookup by key or id, and message trace.
+    /// Message lookup by key, id, unique key or queue offset; a time window's messages; trace.
     #[command(alias = "message")]
     Msg(cli::msg::MsgArgs),
     /// A broker's runtime figures (store offsets, counts, replication), or every broker's.
     BrokerStatus(cli::status::BrokerStatusArgs),
+    /// Producer group administration: a group's connections.
+    Producer(cli::producer::ProducerArgs),
+    /// Every cluster's brokers (with -m, their runtime figures).
+    ClusterList(cli::cluster_list::ClusterListArgs),
+    /// Read or change a broker's settings while it runs.
+    BrokerConfig(cli::config::BrokerConfigArgs),
+    /// Remove or restore a broker's write permission in the name servers' routes.
+    BrokerPerm(cli::broker_perm::BrokerPermArgs),
+    /// Read or change the name servers' settings while they run.
+    NamesrvConfig(cli::config::NamesrvConfigArgs),
+    /// Every topic's groups with their backlog, message rates and daily counts.
+    StatsAll(cli::stats_all::StatsAllArgs),
     /// Load generator for any RocketMQ-protocol broker: produce, consume, e2e latency.
     Bench(bench::BenchArgs),
+    /// Serve the web console for any RocketMQ cluster, reached through its name servers.
+    Console(console::ConsoleArgs),
 }
 
 impl Command {
@@ -66,6 +82,12 @@ impl Command {
                 | Command::Group(_)
                 | Command::Msg(_)
                 | Command::BrokerStatus(_)
+                | Command::Producer(_)
+                | Command::ClusterList(_)
+                | Command::BrokerConfig(_)
+                | Command::BrokerPerm(_)
+                | Command::NamesrvConfig(_)
+                | Command::StatsAll(_)
                 | Command::Bench(_)
         )
     }
@@ -132,7 +154,14 @@ fn main() -> Result<()> {
             Command::Group(args) => cli::group::run(args).await,
             Command::Msg(args) => cli::msg::run(args).await,
             Command::BrokerStatus(args) => cli::status::run(args).await,
+            Command::Producer(args) => cli::producer::run(args).await,
+            Command::ClusterList(args) => cli::cluster_list::run(args).await,
+            Command::BrokerConfig(args) => cli::config::run_broker(args).await,
+            Command::BrokerPerm(args) => cli::broker_perm::run(args).await,
+            Command::NamesrvConfig(args) => cli::config::run_namesrv(args).await,
+            Command::StatsAll(args) => cli::stats_all::run(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Console(args) => console::run(args).await,
         }
     })
 }

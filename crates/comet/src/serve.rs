@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use comet_broker::BrokerConfig;
 use comet_broker::config::MetricsExporterType;
+use comet_console::ConsoleConfig;
 use comet_namesrv::NamesrvConfig;
 use comet_remoting::{TlsConfig, TlsMode};
 
@@ -28,8 +29,9 @@ pub struct ServeArgs {
     #[arg(long, default_value_os_t = crate::default_data_dir(), env = "COMET_DATA_DIR")]
     pub data_dir: PathBuf,
     /// Once both servers accept connections, write `{"namesrv":"ip:port","broker":"ip:port"}` here
-    /// (atomically), with `"metrics":"ip:port"` when the metrics endpoint is on. Lets scripts and
-    /// tests use port 0 and learn the real ports.
+    /// (atomically), with `"metrics":"ip:port"` when the metrics endpoint is on and
+    /// `"grpc":"ip:port"` when the gRPC endpoint is, and `"console":"ip:port"` when the console is.
+    /// Lets scripts and tests use port 0 and learn the real ports.
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,
     #[command(flatten)]
@@ -41,10 +43,15 @@ fn write_ready_file(
     namesrv: SocketAddr,
     broker: SocketAddr,
     metrics: Option<SocketAddr>,
+    grpc: Option<SocketAddr>,
+    console: Option<SocketAddr>,
 ) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let metrics = metrics.map_or_else(String::new, |m| format!(",\"metrics\":\"{m}\""));
-    let text = format!("{{\"namesrv\":\"{namesrv}\",\"broker\":\"{broker}\"{metrics}}}\n");
+    let grpc = grpc.map_or_else(String::new, |g| format!(",\"grpc\":\"{g}\""));
+    let console = console.map_or_else(String::new, |c| format!(",\"console\":\"{c}\""));
+    let text =
+        format!("{{\"namesrv\":\"{namesrv}\",\"broker\":\"{broker}\"{metrics}{grpc}{console}}}\n");
     std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
@@ -67,7 +74,28 @@ fn base_config(args: &ServeArgs) -> BrokerConfig {
         } else {
             BrokerConfig::default().metrics_prom_exporter_port
         },
+        // The gRPC endpoint (RocketMQ 5.x SDKs) is on too, ephemeral with an ephemeral broker.
+        enable_grpc_server: true,
+        grpc_server_port: if args.broker_listen.port() == 0 {
+            0
+        } else {
+            BrokerConfig::default().grpc_server_port
+        },
         ..BrokerConfig::default()
+    }
+}
+
+/// The console's base configuration before the layers apply: on, on loopback, its accounts file
+/// under the data directory, and on an ephemeral port when the broker's is.
+fn console_base(args: &ServeArgs) -> ConsoleConfig {
+    ConsoleConfig {
+        port: if args.broker_listen.port() == 0 {
+            0
+        } else {
+            ConsoleConfig::default().port
+        },
+        data_dir: args.data_dir.join("console"),
+        ..ConsoleConfig::default()
     }
 }
 
@@ -96,11 +124,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         print!("{}", config.to_properties());
         return Ok(());
     }
+    let console_config = crate::console::resolve(console_base(&args), &args.broker)?;
     let namesrv = crate::namesrv::start_with(namesrv_config(&args, &config)).await?;
     if config.namesrv_addr.is_empty() {
         config.namesrv_addr = vec![namesrv.local_addr().to_string()];
     }
+    let console_namesrv = config.namesrv_addr.join(";");
     let broker = crate::broker::start(config).await?;
+    let console = crate::console::start_embedded(console_config, &console_namesrv).await;
     tracing::info!(
         namesrv = %namesrv.local_addr(),
         broker = %broker.local_addr(),
@@ -114,10 +145,15 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             namesrv.local_addr(),
             broker.local_addr(),
             broker.metrics_addr(),
+            broker.grpc_addr(),
+            console.as_ref().map(|c| c.local_addr()),
         )?;
     }
     crate::wait_for_signal().await?;
     tracing::info!("shutting down");
+    if let Some(console) = console {
+        console.shutdown().await;
+    }
     let result = broker.shutdown().await.context("broker shutdown");
     namesrv.shutdown().await;
     result
@@ -129,24 +165,32 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn embedded_name_server_shares_the_listener_keys() {
-        let args = ServeArgs {
+    /// `comet serve` arguments with the broker on `listen` and these `key=value` overrides.
+    fn args(listen: &str, overrides: Vec<String>) -> ServeArgs {
+        ServeArgs {
             namesrv_listen: "127.0.0.1:0".to_owned(),
-            broker_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            broker_listen: listen.parse().expect("literal address"),
             data_dir: PathBuf::from("/tmp/comet-serve-test"),
             ready_file: None,
             broker: BrokerArgs {
-                overrides: vec![
-                    "serverChannelMaxIdleTimeSeconds=7".to_owned(),
-                    "writeBufferHighWaterMark=1048576".to_owned(),
-                    "tlsServerMode=enforcing".to_owned(),
-                    "tlsServerCertPath=/etc/comet/server.pem".to_owned(),
-                    "tlsServerKeyPath=/etc/comet/server.key".to_owned(),
-                ],
+                overrides,
                 ..BrokerArgs::default()
             },
-        };
+        }
+    }
+
+    #[test]
+    fn embedded_name_server_shares_the_listener_keys() {
+        let args = args(
+            "127.0.0.1:0",
+            vec![
+                "serverChannelMaxIdleTimeSeconds=7".to_owned(),
+                "writeBufferHighWaterMark=1048576".to_owned(),
+                "tlsServerMode=enforcing".to_owned(),
+                "tlsServerCertPath=/etc/comet/server.pem".to_owned(),
+                "tlsServerKeyPath=/etc/comet/server.key".to_owned(),
+            ],
+        );
         let broker = crate::broker::resolve(base_config(&args), &args.broker).unwrap();
         assert!(broker.namesrv_addr.is_empty(), "filled in once it listens");
         let namesrv = namesrv_config(&args, &broker);
@@ -167,16 +211,6 @@ mod tests {
 
     #[test]
     fn metrics_are_on_by_default_and_ephemeral_with_an_ephemeral_broker() {
-        let args = |listen: &str, overrides: Vec<String>| ServeArgs {
-            namesrv_listen: "127.0.0.1:0".to_owned(),
-            broker_listen: listen.parse().expect("literal address"),
-            data_dir: PathBuf::from("/tmp/comet-serve-test"),
-            ready_file: None,
-            broker: BrokerArgs {
-                overrides,
-                ..BrokerArgs::default()
-            },
-        };
         let resolve = |a: &ServeArgs| crate::broker::resolve(base_config(a), &a.broker).unwrap();
         let fixed = resolve(&args("127.0.0.1:10911", vec![]));
         assert_eq!(fixed.metrics_exporter_type, MetricsExporterType::Prom);
@@ -191,5 +225,70 @@ mod tests {
             vec!["metricsExporterType=DISABLE".to_owned()],
         ));
         assert_eq!(off.metrics_exporter_type, MetricsExporterType::Disable);
+    }
+
+    #[test]
+    fn grpc_is_on_by_default_and_ephemeral_with_an_ephemeral_broker() {
+        let resolve = |a: &ServeArgs| crate::broker::resolve(base_config(a), &a.broker).unwrap();
+        let fixed = resolve(&args("127.0.0.1:10911", vec![]));
+        assert!(fixed.enable_grpc_server);
+        assert_eq!(
+            fixed.grpc_listen_addr(),
+            SocketAddr::from(([127, 0, 0, 1], 8081))
+        );
+        assert_eq!(resolve(&args("127.0.0.1:0", vec![])).grpc_server_port, 0);
+        let off = resolve(&args(
+            "127.0.0.1:0",
+            vec!["enableGrpcServer=false".to_owned()],
+        ));
+        assert!(!off.enable_grpc_server);
+    }
+
+    #[test]
+    fn ready_file_names_the_grpc_endpoint() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("ready.json");
+        let addr = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        write_ready_file(&path, addr(1), addr(2), None, Some(addr(3)), None).expect("written");
+        let text = std::fs::read_to_string(&path).expect("readable");
+        assert_eq!(
+            text,
+            "{\"namesrv\":\"127.0.0.1:1\",\"broker\":\"127.0.0.1:2\",\"grpc\":\"127.0.0.1:3\"}\n"
+        );
+    }
+
+    #[test]
+    fn console_is_on_by_default_and_ephemeral_with_an_ephemeral_broker() {
+        let resolve = |a: &ServeArgs| crate::console::resolve(console_base(a), &a.broker).unwrap();
+        let fixed = resolve(&args("127.0.0.1:10911", vec![]));
+        assert!(fixed.enable);
+        assert_eq!(
+            fixed.listen_addr(),
+            SocketAddr::from(([127, 0, 0, 1], 8080))
+        );
+        assert_eq!(
+            fixed.data_dir,
+            PathBuf::from("/tmp/comet-serve-test/console")
+        );
+        let ephemeral = resolve(&args("127.0.0.1:0", vec![]));
+        assert_eq!(ephemeral.port, 0);
+        let off = resolve(&args("127.0.0.1:0", vec!["consoleEnable=false".to_owned()]));
+        assert!(!off.enable);
+    }
+
+    #[test]
+    fn ready_file_names_the_console() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ready.json");
+        let a = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+        write_ready_file(&path, a(1), a(2), Some(a(3)), None, Some(a(4))).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["console"], "127.0.0.1:4");
+        assert_eq!(v["metrics"], "127.0.0.1:3");
+        write_ready_file(&path, a(1), a(2), None, None, None).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(v.get("console").is_none());
     }
 }

@@ -324,6 +324,7 @@ header_round_trips!(
     ViewMessageRequestHeader,
     ResetOffsetRequestHeader,
     GetConsumerStatusRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 );
 
 proptest! {

@@ -7,6 +7,8 @@
 //! - [`crash_loop`]: SIGKILL at random moments under load, restart, audit everything acknowledged.
 //! - [`churn`]: a clustering group whose push consumers come and go while producers send;
 //!   [`churn_consumer`]: one such consumer, run as a child process so it can be SIGKILLed.
+//! - [`timer_crash`]: timer messages parked across SIGKILLs, checked by a ledger (none lost, none early).
+//! - [`pop_crash`]: POP messages popped and not acked when the broker is SIGKILLed come back.
 //! - [`serve`]: the child process; [`wire`]: the raw protocol calls used by the checks;
 //!   [`body`]: self-identifying message bodies; [`rng`]: the seeded randomness of kill moments.
 //!
@@ -22,10 +24,12 @@ pub mod error;
 pub mod fault_check;
 pub mod fault_load;
 pub mod logs;
+pub mod pop_crash;
 pub mod processes;
 pub mod replicated;
 pub mod rng;
 pub mod serve;
+pub mod timer_crash;
 pub mod wire;
 
 pub use error::{Error, Result};

@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use comet_reliability::churn::ChurnMode;
 use comet_reliability::replicated::{self, ReplicationMode};
 use comet_reliability::serve::{FlushMode, default_comet_bin};
-use comet_reliability::{churn, churn_consumer, crash_loop};
+use comet_reliability::{churn, churn_consumer, crash_loop, timer_crash};
 
 #[derive(Parser)]
 #[command(
@@ -70,6 +70,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         send_pause_ms: u64,
     },
+    /// Timer messages due over the next `--span-secs`, the broker SIGKILLed `--kills` times while
+    /// they wait; a ledger checks every one is delivered, none early, and counts duplicates.
+    TimerCrash(TimerCrashArgs),
     /// The network-namespace fault suite's load, setup and checker (see
     /// crates/reliability/netns/run.sh).
     #[command(subcommand)]
@@ -201,7 +204,50 @@ fn main() -> Result<()> {
             };
             run_churn(&runtime, comet_bin, data_dir, &churn)?;
         }
+        Command::TimerCrash(args) => {
+            run_timer_crash(&runtime, comet_bin, data_dir, &args, cli.seed)?
+        }
         Command::ChurnConsumer { .. } | Command::Fault(_) => {}
+    }
+    Ok(())
+}
+
+/// The timer crash test's shape.
+#[derive(clap::Args)]
+struct TimerCrashArgs {
+    #[arg(long, default_value_t = 10_000)]
+    messages: u64,
+    #[arg(long, default_value_t = 60)]
+    span_secs: u64,
+    #[arg(long, default_value_t = 2)]
+    kills: u32,
+    #[arg(long, value_enum, default_value_t = FlushMode::Async)]
+    flush: FlushMode,
+}
+
+/// Runs the timer crash test; fails when a message was lost, early or unknown.
+fn run_timer_crash(
+    runtime: &tokio::runtime::Runtime,
+    comet_bin: PathBuf,
+    data_dir: PathBuf,
+    args: &TimerCrashArgs,
+    seed: u64,
+) -> Result<()> {
+    let mut config = timer_crash::TimerCrashConfig::new(comet_bin, data_dir);
+    config.messages = args.messages;
+    config.span = Duration::from_secs(args.span_secs);
+    config.kills = args.kills;
+    config.flush = args.flush;
+    config.seed = seed;
+    let report = runtime.block_on(timer_crash::run(&config))?;
+    println!("{report}");
+    if report.lost > 0 || report.early > 0 || report.unknown > 0 {
+        bail!(
+            "timer messages lost {}, early {}, unknown {}",
+            report.lost,
+            report.early,
+            report.unknown
+        );
     }
     Ok(())
 }

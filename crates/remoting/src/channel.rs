@@ -58,6 +58,8 @@ struct Shared {
     pending: Mutex<Pending>,
     max_pending: usize,
     close: CancellationToken,
+    /// No socket behind it (see [`Channel::detached`]).
+    detached: bool,
 }
 
 /// Bytes queued for a connection's writer, against its high-water mark.
@@ -163,8 +165,23 @@ impl Channel {
                 pending: Mutex::new(Pending::default()),
                 max_pending,
                 close,
+                detached: false,
             }),
         }
+    }
+
+    /// This channel, marked as having no socket behind it (only before it is shared).
+    pub(crate) fn into_detached(mut self) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.inner) {
+            shared.detached = true;
+        }
+        self
+    }
+
+    /// Whether no socket is behind this channel: it stands for a client of another protocol
+    /// (see [`Channel::detached`]).
+    pub fn is_detached(&self) -> bool {
+        self.inner.detached
     }
 
     /// Process-unique id of this connection.

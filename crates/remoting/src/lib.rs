@@ -26,6 +26,7 @@ pub mod clock;
 mod codec;
 mod config;
 mod connection;
+mod detached;
 mod error;
 mod held;
 pub mod limits;
@@ -39,9 +40,12 @@ pub use client::RemotingClient;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::{RemotingCodec, encode_frame};
 pub use config::{ClientConfig, ServerConfig, ServerConfigError};
+pub use detached::Outbox;
 pub use error::{RemotingError, Result};
 pub use overload::{OverloadReason, TransportStats};
-pub use processor::{ChannelEventListener, RequestProcessor, ResponseFence, RpcHook, Settled};
+pub use processor::{
+    ChannelEventListener, RequestObserver, RequestProcessor, ResponseFence, RpcHook, Settled,
+};
 pub use server::{RemotingServer, ServerHandle};
 pub use tls::{ClientTlsConfig, TlsConfig, TlsMode, TrustRoots};
 pub use tokio_util::sync::CancellationToken;

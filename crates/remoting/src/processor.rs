@@ -100,6 +100,22 @@ pub trait ResponseFence: Send + Sync + 'static {
     fn on_hold_expired(&self, _until: u64) {}
 }
 
+/// Told of every request a server answered, with how long the answer took: the broker's
+/// `rocketmq_rpc_latency` histogram. Called on the processing task right after the processor
+/// returned its answer (before the answer is written); keep it to a few counter updates.
+pub trait RequestObserver: Send + Sync + 'static {
+    /// `request_code` was answered with `response_code` after `elapsed`. `oneway` requests are
+    /// reported with the answer the processor gave, which is not sent. A processor that answers
+    /// later by itself (a held pull) is not reported here; it reports its own answer.
+    fn answered(
+        &self,
+        request_code: i32,
+        response_code: i32,
+        oneway: bool,
+        elapsed: std::time::Duration,
+    );
+}
+
 /// What settling did, as far as the writer cares.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Settled {
@@ -128,6 +144,8 @@ pub(crate) struct Dispatcher {
     hooks: RwLock<Vec<Arc<dyn RpcHook>>>,
     listener: RwLock<Option<Arc<dyn ChannelEventListener>>>,
     fence: RwLock<Option<Arc<dyn ResponseFence>>>,
+    /// Set once, before serving: read on every request without a lock or a reference count.
+    observer: std::sync::OnceLock<Arc<dyn RequestObserver>>,
     overload: Arc<OverloadMonitor>,
 }
 
@@ -160,6 +178,11 @@ impl Dispatcher {
         self.fence.read().clone()
     }
 
+    /// Installs `observer`; `false` when one was installed already (the first one stays).
+    pub(crate) fn set_observer(&self, observer: Arc<dyn RequestObserver>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
     /// The overload counters and log of this endpoint, shared with its connections.
     pub(crate) fn overload(&self) -> &Arc<OverloadMonitor> {
         &self.overload
@@ -188,6 +211,8 @@ impl Dispatcher {
         let opaque = request.opaque;
         let serialize_type = request.serialize_type;
         let code = request.code;
+        let observer = self.observer.get();
+        let started = observer.map(|_| std::time::Instant::now());
         let outcome = AssertUnwindSafe(self.run(channel, request))
             .catch_unwind()
             .await;
@@ -202,6 +227,9 @@ impl Dispatcher {
                 )
             }
         };
+        if let (Some(observer), Some(started)) = (observer, started) {
+            observer.answered(code, response.code, oneway, started.elapsed());
+        }
         if oneway {
             return None;
         }

@@ -21,7 +21,7 @@ use crate::limits::{
 };
 use crate::overload::TransportStats;
 use crate::processor::{
-    ChannelEventListener, Dispatcher, RequestProcessor, ResponseFence, RpcHook,
+    ChannelEventListener, Dispatcher, RequestObserver, RequestProcessor, ResponseFence, RpcHook,
 };
 use crate::tls::{
     ServerTls, TLS_HANDSHAKE_RECORD_TYPE, TLS_HANDSHAKE_TIMEOUT, TlsMode, load_server_tls,
@@ -92,6 +92,13 @@ impl RemotingServer {
 
     pub fn set_channel_event_listener(&self, listener: Arc<dyn ChannelEventListener>) {
         self.dispatcher.set_listener(listener);
+    }
+
+    /// Tells `observer` of every request answered, with how long it took (see
+    /// [`RequestObserver`]). One observer per server: `false` when one was set already (it
+    /// stays).
+    pub fn set_request_observer(&self, observer: Arc<dyn RequestObserver>) -> bool {
+        self.dispatcher.set_observer(observer)
     }
 
     /// Runs `fence` before every write of responses on every connection (see [`ResponseFence`]).

@@ -56,6 +56,10 @@ pub enum PutMessageStatus {
     OsPageCacheBusy,
     UnknownError,
     LmqConsumeQueueNumExceeded,
+    /// A timer message with an unreadable or too distant delivery time.
+    WheelTimerMsgIllegal,
+    /// A timer message while timer messages are off (`timerWheelEnable=false`).
+    WheelTimerNotEnable,
 }
 
 impl PutMessageStatus {

@@ -23,7 +23,7 @@
 //! the checkpoint, whose timestamps recovery relies on.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,61 @@ use crate::consume_queue::ConsumeQueueTable;
 use crate::error::StoreError;
 use crate::index_service::IndexService;
 use crate::mapped_file::OS_PAGE_SIZE;
+
+/// Upper bounds of the CommitLog flush-latency buckets, in microseconds (the last bucket, past
+/// one second, is unbounded).
+pub const FLUSH_LATENCY_BUCKETS_US: [u64; 10] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 100_000, 1_000_000,
+];
+
+/// What the CommitLog flushes did: how many made progress, how many bytes they made durable in
+/// all (bytes per flush is the size of a group commit), and how long each took.
+#[derive(Debug, Default)]
+pub struct FlushStats {
+    flushes: AtomicU64,
+    flushed_bytes: AtomicU64,
+    latency_buckets: [AtomicU64; FLUSH_LATENCY_BUCKETS_US.len() + 1],
+    latency_sum_us: AtomicU64,
+}
+
+/// A copy of [`FlushStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlushStatsSnapshot {
+    /// Flushes that made data durable.
+    pub flushes: u64,
+    /// Bytes those flushes made durable.
+    pub flushed_bytes: u64,
+    /// Flushes per bucket of [`FLUSH_LATENCY_BUCKETS_US`] (not cumulative; the last is +Inf).
+    pub latency_buckets: [u64; FLUSH_LATENCY_BUCKETS_US.len() + 1],
+    /// Time those flushes took in all, in microseconds.
+    pub latency_sum_us: u64,
+}
+
+impl FlushStats {
+    fn record(&self, bytes: u64, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let bucket = FLUSH_LATENCY_BUCKETS_US
+            .iter()
+            .position(|b| us <= *b)
+            .unwrap_or(FLUSH_LATENCY_BUCKETS_US.len());
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        self.flushed_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.latency_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> FlushStatsSnapshot {
+        FlushStatsSnapshot {
+            flushes: self.flushes.load(Ordering::Relaxed),
+            flushed_bytes: self.flushed_bytes.load(Ordering::Relaxed),
+            latency_buckets: std::array::from_fn(|i| {
+                self.latency_buckets[i].load(Ordering::Relaxed)
+            }),
+            latency_sum_us: self.latency_sum_us.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// Attempts at the final flush on shutdown before giving up (RocketMQ `RETRY_TIMES_OVER`).
 pub const SHUTDOWN_FLUSH_RETRIES: usize = 10;
@@ -258,6 +313,7 @@ pub struct CommitLogFlusher {
     /// The flushed offset, published after every flush: the answers of deferred SYNC_FLUSH
     /// puts wait on it (see [`CommitLogFlusher::flushed_watch`]).
     flushed: watch::Sender<u64>,
+    stats: FlushStats,
     state: ServiceState,
 }
 
@@ -288,6 +344,7 @@ impl CommitLogFlusher {
             waker: Waker::new(),
             on_flushed,
             flushed: watch::Sender::new(0),
+            stats: FlushStats::default(),
             state: ServiceState::default(),
         })
     }
@@ -297,6 +354,11 @@ impl CommitLogFlusher {
     /// holding answers for a position ask for a flush first (a commit wakes the thread).
     pub fn flushed_watch(&self) -> watch::Receiver<u64> {
         self.flushed.subscribe()
+    }
+
+    /// The flushes' counters.
+    pub fn stats(&self) -> FlushStatsSnapshot {
+        self.stats.snapshot()
     }
 
     fn publish_flushed(&self, offset: i64) {
@@ -404,7 +466,12 @@ impl CommitLogFlusher {
             });
         let target = self.commit_log.max_offset();
         let before = self.commit_log.flushed_where();
+        let began = Instant::now();
         let flushed = self.commit_log.mapped_file_queue().flush(least_pages)?;
+        if flushed > before {
+            let bytes = u64::try_from(flushed - before).unwrap_or(0);
+            self.stats.record(bytes, began.elapsed());
+        }
         // The durable end never passes the written end: the checkpoint and the SYNC_FLUSH
         // answers below would otherwise count unwritten bytes as durable.
         let written = self.commit_log.max_offset();
@@ -745,6 +812,17 @@ mod tests {
             assert!(newest > 0);
             assert_eq!(flusher.checkpoint.physic_msg_timestamp(), newest);
         }
+        // Every flush made progress and is counted, with the bytes it made durable.
+        let stats = flusher.stats();
+        assert_eq!(stats.flushes, 5);
+        assert_eq!(
+            stats.flushed_bytes,
+            u64::try_from(commit_log.flushed_where()).unwrap()
+        );
+        assert_eq!(stats.latency_buckets.iter().sum::<u64>(), 5);
+        // A flush with nothing new is not counted.
+        flusher.flush_all().expect("flush");
+        assert_eq!(flusher.stats().flushes, 5);
     }
 
     /// A deferred record's timestamp is set before its bytes are written: a flush in between

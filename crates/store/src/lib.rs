@@ -35,6 +35,7 @@ pub mod message_store;
 pub mod page_release;
 pub mod recovery;
 pub mod replica;
+pub mod timer;
 pub mod zero_ahead;
 
 pub use commit_log::{
@@ -43,8 +44,9 @@ pub use commit_log::{
 pub use config::{FlushDiskType, MessageStoreConfig};
 pub use dispatch::{MessageArrival, MessageArrivingListener};
 pub use error::{Result, StoreError};
+pub use flush::{FLUSH_LATENCY_BUCKETS_US, FlushStatsSnapshot};
 pub use message_store::{
-    GetMessageResult, GetMessageStatus, MessageFilter, MessageStore, QueryMessageResult,
-    StoreStatsSnapshot,
+    GetMessageResult, GetMessageStatus, MessageFilter, MessageStore, PUT_TIME_BUCKETS_MS,
+    QueryMessageResult, StoreStatsSnapshot,
 };
 pub use recovery::RecoveryReport;

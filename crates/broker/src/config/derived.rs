@@ -252,6 +252,17 @@ impl BrokerConfig {
         Ok(labels)
     }
 
+    /// Whether the gRPC endpoint is served: `enableGrpcServer` (under `aclEnable` it checks the
+    /// credentials of every call, see [`crate::grpc::acl`]).
+    pub fn serves_grpc(&self) -> bool {
+        self.enable_grpc_server
+    }
+
+    /// Where the gRPC endpoint listens: the listener's bind address and `grpcServerPort`.
+    pub fn grpc_listen_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.bind_address, self.grpc_server_port)
+    }
+
     /// Where the metrics endpoint listens.
     pub fn metrics_listen_addr(&self) -> SocketAddr {
         let ip = self

@@ -269,6 +269,26 @@ broker_config! {
     /// Delay of each level (1-based), space-separated, units s/m/h/d.
     message_delay_level: String =
         comet_store::config::DEFAULT_MESSAGE_DELAY_LEVEL.to_owned() => "messageDelayLevel" - Apache,
+    /// Accept timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) and deliver them
+    /// at their time; when off, such sends are refused with SYSTEM_ERROR.
+    timer_wheel_enable: bool = true => "timerWheelEnable" - Apache,
+    /// Width of one timer-wheel slot: timer messages are delivered at most this much after their
+    /// time, never before. As in RocketMQ, the value used is the largest of 100, 200, 500 and
+    /// 1000 not above this one.
+    timer_precision_ms: u64 = 1000 => "timerPrecisionMs" ms Apache,
+    /// Furthest ahead a timer message may be due; later ones are refused with MESSAGE_ILLEGAL.
+    timer_max_delay_sec: u64 = 3600 * 24 * 3 => "timerMaxDelaySec" secs Apache,
+    /// Slots ahead a timer message is parked directly; one due later is parked at the window's
+    /// edge and parked again from there (rolled). As in RocketMQ, a value below 2 or above
+    /// 604740 (7 days of slots, less 60) means 604740. The wheel holds 24 bytes per slot.
+    timer_roll_window_slot: u64 = 3600 * 24 * 2 => "timerRollWindowSlot" count Apache,
+    /// Period of the timer checkpoint: a crash delivers again what was delivered since the last.
+    timer_flush_interval_ms: u64 = 1000 => "timerFlushIntervalMs" ms Apache,
+    /// Queues of the POP revive log (`rmq_sys_REVIVE_LOG_<cluster>`); pops spread their
+    /// checkpoints over them in turn.
+    revive_queue_num: i32 = 8 => "reviveQueueNum" count Apache,
+    /// Percent of POP requests that read the group's POP retry topic before the topic itself.
+    pop_from_retry_probability: i32 = 20 => "popFromRetryProbability" percent Apache,
     /// Sends to unknown topics create them from TBW102.
     auto_create_topic_enable: bool = true => "autoCreateTopicEnable" - Apache,
     /// Groups are created on first use.
@@ -327,6 +347,35 @@ broker_config! {
     metrics_prom_exporter_port: u16 = 5557 => "metricsPromExporterPort" - Apache,
     /// Extra labels on every metric, `key:value` pairs separated by commas.
     metrics_label: String = String::new() => "metricsLabel" - Apache,
+    /// Serve the RocketMQ 5.x gRPC protocol (`apache.rocketmq.v2.MessagingService`, which the
+    /// 5.x SDKs speak to Apache's proxy) on `grpcServerPort`, at the listener's bind address.
+    /// `comet serve` turns it on unless this key is set. Under `aclEnable` every call must carry
+    /// the `authorization` header the 5.x SDKs send, signed with a `plain_acl.yml` account.
+    enable_grpc_server: bool = false => "enableGrpcServer" - Comet,
+    /// Port of the gRPC endpoint (the port Apache's proxy uses by default); 0 picks an ephemeral
+    /// port.
+    grpc_server_port: u16 = 8081 => "grpcServerPort" - Comet,
+    /// TLS on the gRPC port: `permissive` (TLS and plaintext on the one port, as Apache's proxy
+    /// serves by default), `enforcing` (TLS only) or `disabled`. The certificate is
+    /// `tlsServerCertPath`/`tlsServerKeyPath` when both are set, else a self-signed one made at
+    /// start-up (the 5.x SDKs trust any certificate).
+    grpc_tls_mode: comet_remoting::TlsMode = comet_remoting::TlsMode::Permissive => "grpcTlsMode" - Comet,
+    /// Refuse a gRPC send whose message type (read from its properties) its topic's
+    /// `message.type` attribute does not take, and tell producers to check it themselves (the
+    /// key of Apache's proxy; remoting sends are not checked, as on Apache's broker).
+    enable_topic_message_type_check: bool = true => "enableTopicMessageTypeCheck" - Comet,
+    /// Shortest invisible time a gRPC ReceiveMessage may ask for (the key of Apache's proxy);
+    /// a shorter one is refused with ILLEGAL_INVISIBLE_TIME.
+    min_invisible_time_mills_for_recv: u64 = 10_000 => "minInvisibleTimeMillsForRecv" ms Comet,
+    /// Invisible time of the messages a gRPC push consumer receives (`auto_renew`), in place of
+    /// the one it asks for, and of each renewal while the client processes them (the key of
+    /// Apache's proxy).
+    default_invisible_time_mills: u64 = 60_000 => "defaultInvisibleTimeMills" ms Comet,
+    /// Shortest long poll of a gRPC ReceiveMessage (the key of Apache's proxy): a request asking
+    /// for less waits this long, and one whose call has less time left is refused.
+    grpc_client_consumer_min_long_polling_timeout_millis: u64 = 5_000 => "grpcClientConsumerMinLongPollingTimeoutMillis" ms Comet,
+    /// Let UPDATE_AND_CREATE_TOPIC give a topic `message.type=MIXED` (all types on one topic).
+    enable_mixed_message_type: bool = false => "enableMixedMessageType" - Apache,
     /// Check every request against `plain_acl.yml` (ACL 1.0).
     acl_enable: bool = false => "aclEnable" - Apache,
     /// The `plain_acl.yml` to use; empty means `$ROCKETMQ_HOME/conf/plain_acl.yml`. Reloaded
@@ -592,5 +641,18 @@ mod tests {
         assert_eq!(c.resolve_broker_ip().to_string(), "127.0.0.1");
         c.bind_address = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
         assert!(!c.resolve_broker_ip().is_unspecified());
+    }
+
+    #[test]
+    fn grpc_is_served_with_or_without_acl() {
+        let mut c = BrokerConfig::default();
+        assert!(!c.serves_grpc(), "off by default");
+        c.set("enableGrpcServer", "true").unwrap();
+        assert!(c.serves_grpc());
+        c.set("aclEnable", "true").unwrap();
+        assert!(
+            c.serves_grpc(),
+            "the endpoint checks credentials under aclEnable"
+        );
     }
 }

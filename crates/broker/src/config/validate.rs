@@ -110,6 +110,7 @@ impl BrokerConfig {
             ),
             ("haHousekeepingInterval", self.ha_housekeeping_interval_ms),
             ("slaveTimeout", self.slave_timeout_ms),
+            ("timerFlushIntervalMs", self.timer_flush_interval_ms),
         ] {
             if value < MIN_TIMER_PERIOD_MS {
                 return invalid(key, format!("must be at least {MIN_TIMER_PERIOD_MS} ms"));
@@ -119,6 +120,12 @@ impl BrokerConfig {
             return invalid(
                 "transactionCheckInterval",
                 format!("must be at least {MIN_TIMER_PERIOD_MS} ms"),
+            );
+        }
+        if self.timer_precision_ms == 0 || self.timer_precision_ms > 3_600_000 {
+            return invalid(
+                "timerPrecisionMs",
+                "must be between 1 ms and one hour".into(),
             );
         }
         if self.transaction_check_max < 1 {

@@ -31,11 +31,16 @@ const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 #[derive(Debug)]
 pub struct BrokerCollector {
     ctx: Weak<BrokerContext>,
+    transport: Vec<Arc<comet_remoting::TransportStats>>,
 }
 
 impl BrokerCollector {
-    pub fn new(ctx: Weak<BrokerContext>) -> Self {
-        BrokerCollector { ctx }
+    /// Reports the broker behind `ctx` and the back-pressure counters of its listeners.
+    pub fn new(
+        ctx: Weak<BrokerContext>,
+        transport: Vec<Arc<comet_remoting::TransportStats>>,
+    ) -> Self {
+        BrokerCollector { ctx, transport }
     }
 }
 
@@ -54,7 +59,10 @@ impl Collector for BrokerCollector {
         collect_connections(&ctx, &mut out);
         collect_lag(&ctx, &mut out);
         collect_storage(&ctx, &mut out);
+        collect_timer(&ctx, &mut out);
         collect_comet(&ctx, &mut out);
+        super::internals::collect_flush(&ctx, &mut out);
+        super::internals::collect_transport(&self.transport, &mut out);
         super::traffic_families::collect(&ctx, &mut out);
         out.into_inner()
     }
@@ -95,24 +103,35 @@ fn collect_metadata(ctx: &BrokerContext, out: &mut Families) {
     );
 }
 
+/// The `protocol_type` of a client connection: `grpc` for the 5.x gRPC clients (whose channels
+/// stand in for a gRPC stream, see [`crate::grpc::registry`]), else `remoting`.
+fn protocol_type(channel: &comet_remoting::Channel) -> &'static str {
+    if channel.is_detached() {
+        "grpc"
+    } else {
+        "remoting"
+    }
+}
+
 fn collect_connections(ctx: &BrokerContext, out: &mut Families) {
-    let mut producers: BTreeMap<(String, String), i64> = BTreeMap::new();
+    let mut producers: BTreeMap<(String, String, &'static str), i64> = BTreeMap::new();
     for group in ctx.producers.groups() {
         for info in ctx.producers.group_channels(&group) {
             let key = (
                 info.language.name().to_ascii_lowercase(),
                 version_label(info.version),
+                protocol_type(&info.channel),
             );
             *producers.entry(key).or_default() += 1;
         }
     }
     let rows: Vec<(Labels, i64)> = producers
         .into_iter()
-        .map(|((language, version), n)| {
+        .map(|((language, version, protocol), n)| {
             let labels = vec![
                 ("language", language),
                 ("version", version),
-                ("protocol_type", "remoting".to_owned()),
+                ("protocol_type", protocol.to_owned()),
             ];
             (labels, n)
         })
@@ -123,7 +142,8 @@ fn collect_connections(ctx: &BrokerContext, out: &mut Families) {
         &rows,
     );
 
-    let mut consumers: BTreeMap<(String, String, String, &'static str), i64> = BTreeMap::new();
+    let mut consumers: BTreeMap<(String, String, String, &'static str, &'static str), i64> =
+        BTreeMap::new();
     for group in ctx.consumers.groups() {
         let Some(info) = ctx.consumers.group_info(&group) else {
             continue;
@@ -139,20 +159,21 @@ fn collect_connections(ctx: &BrokerContext, out: &mut Families) {
                 c.language.name().to_ascii_lowercase(),
                 version_label(c.version),
                 mode,
+                protocol_type(&c.channel),
             );
             *consumers.entry(key).or_default() += 1;
         }
     }
     let rows: Vec<(Labels, i64)> = consumers
         .into_iter()
-        .map(|((group, language, version, mode), n)| {
+        .map(|((group, language, version, mode, protocol), n)| {
             let system = is_system_group(&group).to_string();
             let labels = vec![
                 ("consumer_group", group),
                 ("language", language),
                 ("version", version),
                 ("consume_mode", mode.to_owned()),
-                ("protocol_type", "remoting".to_owned()),
+                ("protocol_type", protocol.to_owned()),
                 ("is_system", system),
             ];
             (labels, n)
@@ -203,6 +224,48 @@ pub fn lag_of(ctx: &BrokerContext, group: &str, topic: &str, queues: i32) -> Lag
     lag
 }
 
+/// What a group has fetched of a topic and not committed (in flight), what is stored and not
+/// yet fetched (ready), and the store time of the oldest message not yet fetched (0 when there is
+/// none). A queue the group has not pulled since the broker started counts from its committed
+/// offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Progress {
+    pub inflight: i64,
+    pub ready: i64,
+    pub oldest_unpulled_timestamp_ms: i64,
+}
+
+/// [`Progress`] of `group` on `topic`'s first `queues` queues.
+pub fn progress_of(ctx: &BrokerContext, group: &str, topic: &str, queues: i32) -> Progress {
+    let offsets = &ctx.consumer_offsets;
+    let mut progress = Progress::default();
+    for queue_id in 0..queues {
+        let end = ctx.store.get_max_offset_in_queue(topic, queue_id).max(0);
+        let pulled = offsets.query_pull_offset(group, topic, queue_id);
+        let pulled = if pulled < 0 { end } else { pulled.min(end) };
+        let committed = offsets.query_offset(group, topic, queue_id);
+        let committed = if committed < 0 {
+            pulled
+        } else {
+            committed.min(pulled)
+        };
+        progress.inflight += pulled - committed;
+        progress.ready += end - pulled;
+        if end > pulled {
+            let stored = ctx
+                .store
+                .get_message_store_timestamp(topic, queue_id, pulled);
+            if stored > 0
+                && (progress.oldest_unpulled_timestamp_ms == 0
+                    || stored < progress.oldest_unpulled_timestamp_ms)
+            {
+                progress.oldest_unpulled_timestamp_ms = stored;
+            }
+        }
+    }
+    progress
+}
+
 /// The topics whose lag is reported for `group`: its online subscriptions and the topics it has
 /// offsets on, without retry topics.
 fn lag_topics(ctx: &BrokerContext, group: &str) -> BTreeSet<String> {
@@ -223,6 +286,7 @@ fn collect_lag(ctx: &BrokerContext, out: &mut Families) {
     let broker_perm = ctx.broker_permission();
     let mut messages = Vec::new();
     let mut latency = Vec::new();
+    let (mut inflight, mut ready, mut queueing) = (Vec::new(), Vec::new(), Vec::new());
     for group in ctx
         .subscription_groups
         .all()
@@ -238,6 +302,7 @@ fn collect_lag(ctx: &BrokerContext, out: &mut Families) {
                 continue;
             }
             let lag = lag_of(ctx, &group, &topic, config.write_queue_nums);
+            let progress = progress_of(ctx, &group, &topic, config.write_queue_nums);
             let system = (is_system_group(&group) || is_system_topic(ctx, &topic)).to_string();
             let labels: Labels = vec![
                 ("consumer_group", group.clone()),
@@ -245,13 +310,18 @@ fn collect_lag(ctx: &BrokerContext, out: &mut Families) {
                 ("is_retry", "false".to_owned()),
                 ("is_system", system),
             ];
-            let age = if lag.oldest_store_timestamp_ms > 0 {
-                (now - lag.oldest_store_timestamp_ms).max(0)
-            } else {
-                0
+            let age = |stored_ms: i64| {
+                if stored_ms > 0 {
+                    (now - stored_ms).max(0)
+                } else {
+                    0
+                }
             };
             messages.push((labels.clone(), lag.messages));
-            latency.push((labels, age));
+            latency.push((labels.clone(), age(lag.oldest_store_timestamp_ms)));
+            inflight.push((labels.clone(), progress.inflight));
+            ready.push((labels.clone(), progress.ready));
+            queueing.push((labels, age(progress.oldest_unpulled_timestamp_ms)));
         }
     }
     out.gauge(
@@ -263,6 +333,21 @@ fn collect_lag(ctx: &BrokerContext, out: &mut Families) {
         "rocketmq_consumer_lag_latency_milliseconds",
         "Consumer lag time",
         &latency,
+    );
+    out.gauge(
+        "rocketmq_consumer_inflight_messages",
+        "Consumer inflight messages",
+        &inflight,
+    );
+    out.gauge(
+        "rocketmq_consumer_queueing_latency_milliseconds",
+        "Consumer queueing time",
+        &queueing,
+    );
+    out.gauge(
+        "rocketmq_consumer_ready_messages",
+        "Consumer ready messages",
+        &ready,
     );
 }
 
@@ -309,6 +394,55 @@ fn collect_storage(ctx: &BrokerContext, out: &mut Families) {
         "Broker message reserve time",
         &reserve,
     );
+}
+
+/// The timer wheel's progress, with the storage labels Apache puts on them. The latencies are in
+/// milliseconds (Apache's dequeue latency records seconds under a millisecond unit).
+fn collect_timer(ctx: &BrokerContext, out: &mut Families) {
+    let Some(stats) = ctx.timer.stats() else {
+        return;
+    };
+    let storage: Labels = vec![
+        ("storage_type", "local".to_owned()),
+        ("storage_medium", "disk".to_owned()),
+    ];
+    let now = now_millis();
+    let topic = comet_protocol::naming::TIMER_TOPIC;
+    let max = ctx.store.get_max_offset_in_queue(topic, 0);
+    let enqueue_lag = (max - stats.enqueue_offset).max(0);
+    let enqueue_latency = if enqueue_lag > 0 {
+        let stored = ctx
+            .store
+            .get_message_store_timestamp(topic, 0, stats.enqueue_offset);
+        if stored > 0 { (now - stored).max(0) } else { 0 }
+    } else {
+        0
+    };
+    let parked = i64::try_from(stats.parked).unwrap_or(i64::MAX);
+    for (name, help, value) in [
+        (
+            "rocketmq_timer_enqueue_lag",
+            "Timer enqueue messages lag",
+            enqueue_lag,
+        ),
+        (
+            "rocketmq_timer_enqueue_latency_milliseconds",
+            "Timer enqueue latency",
+            enqueue_latency,
+        ),
+        (
+            "rocketmq_timer_dequeue_lag",
+            "Timer dequeue messages lag",
+            parked,
+        ),
+        (
+            "rocketmq_timer_dequeue_latency_milliseconds",
+            "Timer dequeue latency",
+            (now - stats.collect_ms).max(0),
+        ),
+    ] {
+        out.gauge(name, help, &[(storage.clone(), value)]);
+    }
 }
 
 fn collect_comet(ctx: &Arc<BrokerContext>, out: &mut Families) {

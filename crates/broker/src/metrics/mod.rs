@@ -19,23 +19,33 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use comet_remoting::TransportStats;
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::context::BrokerContext;
 
+pub mod create_times;
 mod families;
 pub mod gauges;
+mod internals;
+pub mod rpc;
+mod table;
 pub mod traffic;
 mod traffic_families;
+pub mod windows;
 
 /// Content type of an OpenMetrics text exposition.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The registry of one broker: its constant labels and the scrape-time collector.
-pub fn registry(ctx: &Arc<BrokerContext>) -> Result<Registry, prometheus::Error> {
+/// The registry of one broker: its constant labels and the scrape-time collector, which also
+/// reports the back-pressure counters `transport` of its listeners.
+pub fn registry(
+    ctx: &Arc<BrokerContext>,
+    transport: Vec<Arc<TransportStats>>,
+) -> Result<Registry, prometheus::Error> {
     let config = &ctx.config;
     let mut labels = std::collections::HashMap::from([
         ("cluster".to_owned(), config.broker_cluster_name.clone()),
@@ -45,7 +55,10 @@ pub fn registry(ctx: &Arc<BrokerContext>) -> Result<Registry, prometheus::Error>
     // Validation has checked the pairs; a broker started without it gets none of them.
     labels.extend(config.metrics_labels().unwrap_or_default());
     let registry = Registry::new_custom(None, Some(labels))?;
-    registry.register(Box::new(gauges::BrokerCollector::new(Arc::downgrade(ctx))))?;
+    registry.register(Box::new(gauges::BrokerCollector::new(
+        Arc::downgrade(ctx),
+        transport,
+    )))?;
     Ok(registry)
 }
 
@@ -75,8 +88,9 @@ async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {
 pub fn serve(
     listener: TcpListener,
     ctx: &Arc<BrokerContext>,
+    transport: Vec<Arc<TransportStats>>,
 ) -> Result<JoinHandle<()>, prometheus::Error> {
-    let registry = Arc::new(registry(ctx)?);
+    let registry = Arc::new(registry(ctx, transport)?);
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(registry);

@@ -4,8 +4,9 @@
 //!
 //! Recording costs a send one look-up and a few relaxed atomic adds. The look-up goes through a
 //! per-thread cache of the shared table, so a send touches no lock once its topic has been seen
-//! on that thread; the shared table is locked only the first time a thread meets a topic. A
-//! broker with its metrics endpoint off records nothing.
+//! on that thread; the shared table is locked only the first time a thread meets a topic. The
+//! broker records whether or not its metrics endpoint is on: the admin statistics
+//! (VIEW_BROKER_STATS_DATA, see [`super::windows`]) are sampled from these counters.
 //!
 //! The tables are bounded ([`MAX_SERIES`] label sets each): traffic of label sets beyond the
 //! bound is counted in [`TrafficMetrics::dropped`] instead, so a client inventing topic names
@@ -14,12 +15,13 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use comet_protocol::message::Properties;
 use comet_protocol::message::properties::keys;
 use comet_protocol::naming::is_retry_or_dlq;
-use parking_lot::RwLock;
+
+use super::table::BoundedTable;
 
 /// Most label sets each table keeps.
 pub const MAX_SERIES: usize = 50_000;
@@ -33,6 +35,20 @@ pub const MESSAGE_SIZE_BUCKETS_BYTES: [u64; 6] = [
     2 * 1024 * 1024,
     4 * 1024 * 1024,
 ];
+
+/// Upper bounds of the transaction finish-latency buckets, in milliseconds (Apache's: 5 s,
+/// 1 min, 10 min, 1 h, 12 h, 24 h; the last bucket is +Inf).
+pub const FINISH_LATENCY_BUCKETS_MS: [u64; 6] =
+    [5_000, 60_000, 600_000, 3_600_000, 43_200_000, 86_400_000];
+
+/// Time from a half message's birth to its transaction's end: counts per bucket of
+/// [`FINISH_LATENCY_BUCKETS_MS`] (not cumulative; the last is +Inf), count and sum.
+#[derive(Debug, Default)]
+pub struct FinishLatency {
+    pub buckets: [AtomicU64; 7],
+    pub count: AtomicU64,
+    pub sum_ms: AtomicU64,
+}
 
 /// The 4.x timed-delivery property (`__STARTDELIVERTIME`), which Apache counts as a delay.
 const START_DELIVER_TIME: &str = "__STARTDELIVERTIME";
@@ -113,44 +129,6 @@ pub struct TopicIn {
     pub by_type: [Flow; 4],
 }
 
-/// A bounded table of label set → counters.
-struct Table<K, V> {
-    entries: RwLock<HashMap<K, Arc<V>>>,
-}
-
-impl<K: std::hash::Hash + Eq + Clone, V: Default> Table<K, V> {
-    fn new() -> Self {
-        Table {
-            entries: RwLock::new(HashMap::new()),
-        }
-    }
-
-    /// The counters of `key`, created if the table has room.
-    fn get_or_insert(&self, key: &K) -> Option<Arc<V>> {
-        if let Some(v) = self.entries.read().get(key) {
-            return Some(Arc::clone(v));
-        }
-        let mut entries = self.entries.write();
-        if let Some(v) = entries.get(key) {
-            return Some(Arc::clone(v));
-        }
-        if entries.len() >= MAX_SERIES {
-            return None;
-        }
-        let v = Arc::new(V::default());
-        entries.insert(key.clone(), Arc::clone(&v));
-        Some(v)
-    }
-
-    fn snapshot(&self) -> Vec<(K, Arc<V>)> {
-        self.entries
-            .read()
-            .iter()
-            .map(|(k, v)| (k.clone(), Arc::clone(v)))
-            .collect()
-    }
-}
-
 /// Per-thread caches of [`TopicIn`] counters by topic, one per recorder (several brokers in one
 /// process, as in tests, keep separate caches).
 type InCache = HashMap<u64, HashMap<String, Arc<TopicIn>>>;
@@ -168,11 +146,17 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub struct TrafficMetrics {
     enabled: bool,
     id: u64,
-    inbound: Table<String, TopicIn>,
-    outbound: Table<(String, String), Flow>,
-    dlq: Table<(String, String), AtomicU64>,
-    commits: Table<String, AtomicU64>,
-    rollbacks: Table<String, AtomicU64>,
+    inbound: BoundedTable<String, TopicIn>,
+    outbound: BoundedTable<(String, String), Flow>,
+    dlq: BoundedTable<(String, String), AtomicU64>,
+    commits: BoundedTable<String, AtomicU64>,
+    rollbacks: BoundedTable<String, AtomicU64>,
+    /// Timer messages parked, and delivered to their real topic, by real topic.
+    timer_enqueued: BoundedTable<String, AtomicU64>,
+    timer_dequeued: BoundedTable<String, AtomicU64>,
+    /// Half messages stored and not yet committed or rolled back, by real topic, since start.
+    half: BoundedTable<String, AtomicI64>,
+    finish: BoundedTable<String, FinishLatency>,
     /// Traffic not recorded because a table was full.
     pub dropped: AtomicU64,
 }
@@ -204,11 +188,15 @@ impl TrafficMetrics {
         TrafficMetrics {
             enabled,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            inbound: Table::new(),
-            outbound: Table::new(),
-            dlq: Table::new(),
-            commits: Table::new(),
-            rollbacks: Table::new(),
+            inbound: BoundedTable::new(MAX_SERIES),
+            outbound: BoundedTable::new(MAX_SERIES),
+            dlq: BoundedTable::new(MAX_SERIES),
+            commits: BoundedTable::new(MAX_SERIES),
+            rollbacks: BoundedTable::new(MAX_SERIES),
+            half: BoundedTable::new(MAX_SERIES),
+            finish: BoundedTable::new(MAX_SERIES),
+            timer_enqueued: BoundedTable::new(MAX_SERIES),
+            timer_dequeued: BoundedTable::new(MAX_SERIES),
             dropped: AtomicU64::new(0),
         }
     }
@@ -270,6 +258,14 @@ impl TrafficMetrics {
             .filter(|_| result.status.is_written())
         {
             self.record_in(topic, kind, append.msg_num, append.wrote_bytes);
+            if kind == MessageType::Transaction && self.enabled {
+                match self.half.get_or_insert(&topic.to_owned()) {
+                    Some(n) => {
+                        n.fetch_add(append.msg_num as i64, Ordering::Relaxed);
+                    }
+                    None => self.drop_one(),
+                }
+            }
         }
     }
 
@@ -286,6 +282,8 @@ impl TrafficMetrics {
         };
         flow.messages.fetch_add(messages as u64, Ordering::Relaxed);
         flow.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        // Pulls that returned messages, for the per-pull average of the stats windows.
+        flow.size_count.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A message of `group`, first sent to `topic`, moved to the group's DLQ.
@@ -304,10 +302,23 @@ impl TrafficMetrics {
         }
     }
 
-    /// A transaction of `topic` ended: committed or rolled back.
-    pub fn record_end_transaction(&self, topic: &str, committed: bool) {
+    /// A transaction of `topic` ended: committed or rolled back, `took_ms` after its half
+    /// message was born.
+    pub fn record_end_transaction(&self, topic: &str, committed: bool, took_ms: u64) {
         if !self.enabled {
             return;
+        }
+        if let Some(n) = self.half.get_or_insert(&topic.to_owned()) {
+            n.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(h) = self.finish.get_or_insert(&topic.to_owned()) {
+            let bucket = FINISH_LATENCY_BUCKETS_MS
+                .iter()
+                .position(|b| took_ms <= *b)
+                .unwrap_or(FINISH_LATENCY_BUCKETS_MS.len());
+            h.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+            h.count.fetch_add(1, Ordering::Relaxed);
+            h.sum_ms.fetch_add(took_ms, Ordering::Relaxed);
         }
         let table = if committed {
             &self.commits
@@ -336,6 +347,63 @@ impl TrafficMetrics {
 
     pub fn commits(&self) -> Vec<(String, Arc<AtomicU64>)> {
         self.commits.snapshot()
+    }
+
+    /// A timer message of `topic` was parked (`delivered` false) or delivered to it.
+    pub fn record_timer(&self, topic: &str, delivered: bool) {
+        if !self.enabled {
+            return;
+        }
+        let table = if delivered {
+            &self.timer_dequeued
+        } else {
+            &self.timer_enqueued
+        };
+        match table.get_or_insert(&topic.to_owned()) {
+            Some(n) => {
+                n.fetch_add(1, Ordering::Relaxed);
+            }
+            None => self.drop_one(),
+        }
+    }
+
+    /// Timer messages parked and delivered, by real topic: `(topic, parked, delivered)`.
+    pub fn timer_counts(&self) -> Vec<(String, u64, u64)> {
+        let delivered: HashMap<String, u64> = self
+            .timer_dequeued
+            .snapshot()
+            .into_iter()
+            .map(|(t, n)| (t, n.load(Ordering::Relaxed)))
+            .collect();
+        let mut rows: Vec<(String, u64, u64)> = self
+            .timer_enqueued
+            .snapshot()
+            .into_iter()
+            .map(|(t, n)| {
+                let out = delivered.get(&t).copied().unwrap_or(0);
+                (t, n.load(Ordering::Relaxed), out)
+            })
+            .collect();
+        for (t, out) in &delivered {
+            if !rows.iter().any(|(topic, _, _)| topic == t) {
+                rows.push((t.clone(), 0, *out));
+            }
+        }
+        rows
+    }
+
+    /// Half messages not yet ended, by real topic (negative counts, from transactions begun
+    /// before the broker started, read as 0).
+    pub fn half_messages(&self) -> Vec<(String, i64)> {
+        self.half
+            .snapshot()
+            .into_iter()
+            .map(|(t, n)| (t, n.load(Ordering::Relaxed).max(0)))
+            .collect()
+    }
+
+    pub fn finish_latencies(&self) -> Vec<(String, Arc<FinishLatency>)> {
+        self.finish.snapshot()
     }
 
     pub fn rollbacks(&self) -> Vec<(String, Arc<AtomicU64>)> {

@@ -28,6 +28,7 @@ use futures::future::BoxFuture;
 
 use crate::config::MAX_QUEUE_NUMS;
 use crate::context::BrokerContext;
+use crate::metrics::create_times::{CreateKey, Created};
 use crate::processor::{Answer, Rejection, answer, decode_header, error_response, reject};
 use crate::processor::{admin_clients, broker_config};
 use comet_protocol::naming::{validate_group, validate_topic};
@@ -35,9 +36,6 @@ use comet_protocol::naming::{validate_group, validate_topic};
 /// The request codes [`AdminProcessor`] answers.
 /// `timestamp` value of a reset request meaning "to the end of the queue".
 pub const RESET_TO_MAX_TIMESTAMP: i64 = -1;
-
-/// GET_ALL_MESSAGE_REQUEST_MODE body: fastjson of a `MessageRequestModeManager` with no mode set.
-pub const EMPTY_MESSAGE_REQUEST_MODES: &str = r#"{"messageRequestModeMap":{}}"#;
 
 /// Handles the admin codes routed to it (see [`routes`](crate::processor::routes)).
 pub struct AdminProcessor {
@@ -65,14 +63,26 @@ impl RequestProcessor for AdminProcessor {
         Box::pin(async move {
             let response = match RequestCode::from(request.code) {
                 RequestCode::UpdateAndCreateTopic => {
-                    answer(update_and_create_topic(&ctx, &request))
+                    let began = std::time::Instant::now();
+                    let response = answer(update_and_create_topic(&ctx, &request));
+                    let topic = request.ext("topic").unwrap_or_default();
+                    let is_system = ctx.topic_config.is_system_topic(topic);
+                    record_create(&ctx, Created::Topic, &response, is_system, began);
+                    response
                 }
                 RequestCode::DeleteTopicInBroker => answer(delete_topic(&ctx, &request)),
                 RequestCode::GetAllTopicConfig => json_body(&ctx.topic_config.wrapper()),
                 RequestCode::GetTopicStatsInfo => answer(topic_stats(&ctx, &request)),
                 RequestCode::GetTopicConfig => answer(topic_config(&ctx, &request)),
                 RequestCode::GetConsumeStats => answer(consume_stats(&ctx, &request)),
-                RequestCode::UpdateAndCreateSubscriptiongroup => update_group(&ctx, &request),
+                RequestCode::UpdateAndCreateSubscriptiongroup => {
+                    let began = std::time::Instant::now();
+                    let response = update_group(&ctx, &request);
+                    let is_system = group_name_of(&request)
+                        .is_some_and(|g| g.to_ascii_lowercase().starts_with("cid_rmq_sys_"));
+                    record_create(&ctx, Created::Group, &response, is_system, began);
+                    response
+                }
                 RequestCode::DeleteSubscriptiongroup => answer(delete_group(&ctx, &request)),
                 RequestCode::GetAllSubscriptiongroupConfig => {
                     json_body(&ctx.subscription_groups.snapshot())
@@ -84,8 +94,15 @@ impl RequestProcessor for AdminProcessor {
                 RequestCode::QueryTopicConsumeByWho => {
                     answer(admin_clients::topic_consume_by_who(&ctx, &request))
                 }
+                RequestCode::ViewBrokerStatsData => {
+                    answer(admin_clients::view_broker_stats(&ctx, &request))
+                }
                 RequestCode::GetBrokerConsumeStats => {
                     answer(admin_clients::broker_consume_stats(&ctx, &request))
+                }
+                RequestCode::GetAllProducerInfo => admin_clients::all_producers(&ctx),
+                RequestCode::GetBrokerClusterAclConfig => {
+                    answer(super::acl_listing::acl_listing(&ctx))
                 }
                 RequestCode::GetConsumerConnectionList => {
                     answer(consumer_connections(&ctx, &request))
@@ -101,12 +118,6 @@ impl RequestProcessor for AdminProcessor {
                     Ok(text) => success().with_body(text.into_bytes()),
                     Err(e) => error_response(ResponseCode::SystemError, e.to_string()),
                 },
-                // A 5.x slave copies its master's POP request modes; Comet keeps none (it has no
-                // SET_MESSAGE_REQUEST_MODE), so the table is empty, as a Java master's is before
-                // any is set.
-                RequestCode::GetAllMessageRequestMode => {
-                    success().with_body(EMPTY_MESSAGE_REQUEST_MODES.as_bytes().to_vec())
-                }
                 // Comet has no timer wheel (5.x timer messages): a 5.x slave with
                 // timerWheelEnable=true asking for the master's timer progress gets the answers
                 // of a Java master whose timer wheel is off.
@@ -166,6 +177,33 @@ fn apply_attributes(
     Ok(())
 }
 
+/// A topic's `message.type` must be one RocketMQ knows; MIXED only with
+/// `enableMixedMessageType` (refused as Apache's broker refuses it).
+fn check_message_type(
+    attributes: &HashMap<String, String>,
+    enable_mixed: bool,
+) -> Result<(), Rejection> {
+    let Some(value) = attributes.get(crate::grpc::message_type::MESSAGE_TYPE_ATTRIBUTE) else {
+        return Ok(());
+    };
+    if !crate::grpc::message_type::is_valid_type_name(value) {
+        return Err(reject(
+            ResponseCode::SystemError,
+            format!(
+                "value {value:?} of message.type is not in {:?}",
+                crate::grpc::message_type::MESSAGE_TYPE_VALUES
+            ),
+        ));
+    }
+    if value == crate::grpc::message_type::MIXED && !enable_mixed {
+        return Err(reject(
+            ResponseCode::InvalidParameter,
+            "MIXED message type is not supported.",
+        ));
+    }
+    Ok(())
+}
+
 fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
     let header: CreateTopicRequestHeader = decode_header(request)?;
     let topic = header.topic.as_str();
@@ -209,6 +247,7 @@ fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> An
     config.order = header.order;
     if let Some(changes) = header.attributes.as_deref() {
         apply_attributes(&mut config.attributes, changes)?;
+        check_message_type(&config.attributes, ctx.config.enable_mixed_message_type)?;
     }
     ctx.topic_config.update(config);
     Ok(success())
@@ -363,10 +402,32 @@ fn delete_group(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
     Ok(success())
 }
 
+/// Times one topic or group creation for the metrics endpoint.
+fn record_create(
+    ctx: &BrokerContext,
+    created: Created,
+    response: &RemotingCommand,
+    is_system: bool,
+    began: std::time::Instant,
+) {
+    let key = CreateKey {
+        created,
+        success: response.code == ResponseCode::Success.code(),
+        is_system,
+    };
+    ctx.create_times.record(key, began.elapsed());
+}
+
+/// The `groupName` of an UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body, if it has one.
+fn group_name_of(request: &RemotingCommand) -> Option<String> {
+    let body: serde_json::Value = serde_json::from_slice(request.body.as_deref()?).ok()?;
+    body.get("groupName")?.as_str().map(str::to_owned)
+}
+
+/// GET_BROKER_RUNTIME_INFO: Apache's keys ([`crate::runtime_info`]) and Comet's own.
 fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
     let s = ctx.store.stats();
-    let now = comet_protocol::time::now_millis();
-    let mut table: HashMap<String, String> = HashMap::new();
+    let mut table = crate::runtime_info::runtime_table(ctx, boot_timestamp).table;
     let mut put = |k: &str, v: String| {
         table.insert(k.to_owned(), v);
     };
@@ -378,12 +439,6 @@ fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
     put("brokerName", ctx.config.broker_name.clone());
     put("clusterName", ctx.config.broker_cluster_name.clone());
     put("brokerAddr", ctx.broker_addr());
-    put("bootTimestamp", boot_timestamp.to_string());
-    put(
-        "runtime",
-        format!("{} ms", now.saturating_sub(boot_timestamp)),
-    );
-    put("commitLogMinOffset", s.commit_log_min_offset.to_string());
     let ha = &ctx.replication.master;
     let lag = ha.lag();
     put("haSlaveCount", ha.slaves().len().to_string());
@@ -396,20 +451,9 @@ fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
     put("haReplicationLagP99Micros", lag.p99_micros.to_string());
     put("haReplicationLagP999Micros", lag.p999_micros.to_string());
     put("haReplicationLagMaxMicros", lag.max_micros.to_string());
-    put("commitLogMaxOffset", s.commit_log_max_offset.to_string());
     put(
         "commitLogFlushedOffset",
         s.commit_log_flushed_offset.to_string(),
-    );
-    put("dispatchBehindBytes", s.dispatch_behind_bytes.to_string());
-    put(
-        "putMessageTimesTotal",
-        s.put_message_times_total.to_string(),
-    );
-    put("putMessageSizeTotal", s.put_message_size_total.to_string());
-    put(
-        "putMessageFailedTimes",
-        s.put_message_failed_times.to_string(),
     );
     put(
         "putMessageFlushTimeouts",
@@ -572,5 +616,26 @@ mod tests {
         assert!(!attrs.contains_key("x"));
         assert!(apply_attributes(&mut attrs, "+novalue").is_err());
         assert!(apply_attributes(&mut attrs, "bare").is_err());
+    }
+
+    #[test]
+    fn message_type_values_are_checked() {
+        let mut attrs = HashMap::new();
+        assert!(check_message_type(&attrs, false).is_ok());
+        for (value, mixed, ok) in [
+            ("FIFO", false, true),
+            ("DELAY", false, true),
+            ("MIXED", false, false),
+            ("MIXED", true, true),
+            ("fifo", true, false),
+            ("PRIORITY", true, false),
+        ] {
+            attrs.insert("message.type".to_owned(), value.to_owned());
+            assert_eq!(
+                check_message_type(&attrs, mixed).is_ok(),
+                ok,
+                "{value} with enableMixedMessageType={mixed}"
+            );
+        }
     }
 }

@@ -1,19 +1,20 @@
 //! Administration requests about who produces and consumes what: a producer group's connections
-//! (GET_PRODUCER_CONNECTION_LIST), the groups that consume a topic (QUERY_TOPIC_CONSUME_BY_WHO),
+//! (GET_PRODUCER_CONNECTION_LIST), every producer connection (GET_ALL_PRODUCER_INFO), the groups that consume a topic (QUERY_TOPIC_CONSUME_BY_WHO),
 //! and every group's progress on this broker at once (GET_BROKER_CONSUME_STATS, mqadmin's
-//! `brokerConsumeStats`).
+//! `brokerConsumeStats`), and the per-topic and per-group message counts (VIEW_BROKER_STATS_DATA,
+//! read by mqadmin's `statsAll`).
 
 use std::collections::{BTreeSet, HashMap};
 
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{
-    Connection, ConsumeStats, ConsumeStatsList, GroupList, MessageQueue, OffsetWrapper,
-    ProducerConnection,
+    BrokerStatsData, BrokerStatsItem, Connection, ConsumeStats, ConsumeStatsList, GroupList,
+    MessageQueue, OffsetWrapper, ProducerConnection, ProducerInfo, ProducerTableInfo,
 };
 use comet_protocol::code::ResponseCode;
 use comet_protocol::headers::{
     GetConsumeStatsInBrokerHeader, GetProducerConnectionListRequestHeader,
-    QueryTopicConsumeByWhoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader, ViewBrokerStatsDataRequestHeader,
 };
 
 use crate::context::BrokerContext;
@@ -41,6 +42,32 @@ pub(super) fn producer_connections(ctx: &BrokerContext, request: &RemotingComman
         })
         .collect();
     Ok(json_body(&ProducerConnection { connection_set }))
+}
+
+/// GET_ALL_PRODUCER_INFO: every producer connection, by producer group (what
+/// rocketmq-exporter counts producers with).
+pub(super) fn all_producers(ctx: &BrokerContext) -> RemotingCommand {
+    let data = ctx
+        .producers
+        .groups()
+        .into_iter()
+        .map(|group| {
+            let infos = ctx
+                .producers
+                .group_channels(&group)
+                .into_iter()
+                .map(|c| ProducerInfo {
+                    client_id: c.client_id,
+                    remote_ip: format!("/{}", c.channel.remote_addr()),
+                    language: c.language.name().to_owned(),
+                    version: c.version,
+                    last_update_timestamp: c.last_update_millis,
+                })
+                .collect();
+            (group, infos)
+        })
+        .collect();
+    json_body(&ProducerTableInfo { data })
 }
 
 /// QUERY_TOPIC_CONSUME_BY_WHO: groups with an online consumer subscribed to the topic, and groups
@@ -138,4 +165,29 @@ pub(super) fn broker_consume_stats(ctx: &BrokerContext, request: &RemotingComman
             .push(HashMap::from([(group, per_topic)]));
     }
     Ok(json_body(&list))
+}
+
+/// VIEW_BROKER_STATS_DATA: a statistic's figures over the last minute, hour and day
+/// ([`crate::metrics::windows`]: topic puts, group gets, broker totals). A statistic not sampled
+/// yet (the traffic is sampled every 10 s) or unknown is answered as Java answers it:
+/// SYSTEM_ERROR "The stats <name> <key> not exist".
+pub(super) fn view_broker_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+    let header: ViewBrokerStatsDataRequestHeader = decode_header(request)?;
+    let (name, key) = (header.stats_name.as_str(), header.stats_key.as_str());
+    let Some(stats) = ctx.stats_windows.get(name, key) else {
+        return Err(reject(
+            ResponseCode::SystemError,
+            format!("The stats <{name}> <{key}> not exist"),
+        ));
+    };
+    let item = |w: crate::metrics::windows::WindowStats| BrokerStatsItem {
+        sum: w.sum,
+        tps: w.tps,
+        avgpt: w.avgpt,
+    };
+    Ok(json_body(&BrokerStatsData {
+        stats_minute: item(stats.minute),
+        stats_hour: item(stats.hour),
+        stats_day: item(stats.day),
+    }))
 }

@@ -170,7 +170,9 @@ async fn apply(
         .properties
         .get(comet_protocol::message::properties::keys::REAL_TOPIC)
         .unwrap_or(&stored.topic);
-    ctx.traffic.record_end_transaction(real_topic, commit);
+    let took_ms = comet_protocol::time::now_millis().saturating_sub(stored.born_timestamp);
+    ctx.traffic
+        .record_end_transaction(real_topic, commit, u64::try_from(took_ms).unwrap_or(0));
     // The verdict stands once the final message is stored; a lost op record only costs one
     // more check, whose answer is then ignored as a duplicate.
     service.write_op(ctx, &stored).await;

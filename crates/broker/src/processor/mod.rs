@@ -6,6 +6,7 @@
 //! malformed request from one client must cost exactly one response. The helpers below are the
 //! ones every processor shares for that.
 
+mod acl_listing;
 pub mod admin;
 mod admin_clients;
 pub mod broker_config;
@@ -13,6 +14,7 @@ pub mod call_consumer;
 pub mod client_manage;
 pub mod consumer_manage;
 pub mod end_transaction;
+pub mod fence;
 pub mod lock;
 pub mod offset;
 pub mod pull;

@@ -155,6 +155,14 @@ fn pull(
         Some(&filter),
     );
     let code = response_code(result.status, header.queue_offset);
+    if matches!(code, ResponseCode::Success | ResponseCode::PullNotFound) {
+        ctx.consumer_offsets.commit_pull_offset(
+            group,
+            topic,
+            header.queue_id,
+            result.next_begin_offset,
+        );
+    }
     if code == ResponseCode::Success {
         ctx.traffic.record_out(
             topic,

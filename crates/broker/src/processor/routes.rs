@@ -9,6 +9,8 @@ use comet_protocol::code::RequestCode::{self, *};
 use comet_remoting::{RemotingServer, RequestProcessor};
 
 use crate::context::BrokerContext;
+use crate::pop::ack::AckMessageProcessor;
+use crate::pop::processor::PopMessageProcessor;
 use crate::processor::admin::AdminProcessor;
 use crate::processor::call_consumer::CallConsumerProcessor;
 use crate::processor::client_manage::ClientManageProcessor;
@@ -47,6 +49,10 @@ pub enum Route {
     Admin,
     /// Tool requests relayed to one consumer client: [`CallConsumerProcessor`].
     CallConsumer,
+    /// POP reads: [`PopMessageProcessor`].
+    Pop,
+    /// POP acks and invisible-time changes: [`AckMessageProcessor`].
+    PopAck,
 }
 
 /// Every request code the broker serves, by processor, in the order a client meets them.
@@ -97,11 +103,13 @@ pub const ROUTES: &[(Route, &[RequestCode])] = &[
             GetProducerConnectionList,
             QueryTopicConsumeByWho,
             GetBrokerConsumeStats,
+            GetAllProducerInfo,
+            ViewBrokerStatsData,
+            GetBrokerClusterAclConfig,
             InvokeBrokerToResetOffset,
             GetBrokerConfig,
             UpdateBrokerConfig,
             GetAllDelayOffset,
-            GetAllMessageRequestMode,
             GetTimerCheckPoint,
             GetTimerMetrics,
         ],
@@ -109,6 +117,22 @@ pub const ROUTES: &[(Route, &[RequestCode])] = &[
     (
         Route::CallConsumer,
         &[GetConsumerRunningInfo, ConsumeMessageDirectly],
+    ),
+    (
+        Route::Pop,
+        &[
+            PopMessage,
+            PeekMessage,
+            Notification,
+            PollingInfo,
+            SetMessageRequestMode,
+            GetAllMessageRequestMode,
+            QueryAssignment,
+        ],
+    ),
+    (
+        Route::PopAck,
+        &[AckMessage, BatchAckMessage, ChangeMessageInvisibletime],
     ),
 ];
 
@@ -134,6 +158,8 @@ pub fn register(
             Route::Query => Arc::new(QueryMessageProcessor::new(ctx)),
             Route::Admin => Arc::new(AdminProcessor::new(ctx)),
             Route::CallConsumer => Arc::new(CallConsumerProcessor::new(ctx)),
+            Route::Pop => Arc::new(PopMessageProcessor::new(ctx)),
+            Route::PopAck => Arc::new(AckMessageProcessor::new(ctx)),
         };
         for code in codes {
             server.register(code.code(), Arc::clone(&processor));
@@ -156,6 +182,6 @@ mod tests {
                 assert!(seen.insert(code.code()), "{code:?} routed twice");
             }
         }
-        assert_eq!(seen.len(), 46);
+        assert_eq!(seen.len(), 58);
     }
 }

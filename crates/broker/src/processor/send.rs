@@ -15,8 +15,8 @@
 //! stored the same way and not answered (the transport drops the response).
 //!
 //! An answered send leaves its record pending in the CommitLog ([`Commit::Deferred`]) and the
-//! connection commits before it writes responses ([`CommitBeforeReply`], the server's
-//! [`ResponseFence`]): the sends read from a connection in one go are written with one `pwrite`,
+//! connection commits before it writes responses ([`super::fence::CommitBeforeReply`], the
+//! server's [`comet_remoting::ResponseFence`]): the sends read from a connection in one go are written with one `pwrite`,
 //! and still no answer leaves before its message is in the page cache. A oneway send has no
 //! answer to wait for, so it commits at once. Under SYNC_FLUSH the send does not wait for the
 //! flush on a task of its own either: its answer carries a [`ResponseHold`] on the record's end
@@ -24,7 +24,7 @@
 //! flushed that far, so one group commit releases its answers with one wake-up and one write.
 //!
 //! [`put_message`] is also the store entry for the broker's own re-puts (send-back, DLQ, delay
-//! delivery): it applies the delay-level rewrite (DELAY ≥ 1 → `SCHEDULE_TOPIC_XXXX`, queue
+//! delivery, timer delivery): it applies the timer rewrite ([`crate::timer`]) and the delay-level rewrite (DELAY ≥ 1 → `SCHEDULE_TOPIC_XXXX`, queue
 //! `level − 1`, REAL_TOPIC/REAL_QID saved), after which the store gives the ConsumeQueue unit the
 //! delivery time as tags code.
 
@@ -39,14 +39,13 @@ use comet_protocol::limits::MAX_PROPERTIES_LEN;
 use comet_protocol::message::id::UniqIdGenerator;
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::{MessageExt, Properties, sysflag};
+use comet_protocol::time::now_millis;
 use comet_protocol::{ProtocolError, RemotingCommand, ResponseHold};
-use comet_remoting::{Channel, RequestProcessor, ResponseFence, Settled};
-use comet_store::{Commit, MessageExtBatch, MessageStore, PutMessageResult, PutMessageStatus};
+use comet_remoting::{Channel, RequestProcessor};
+use comet_store::{Commit, MessageExtBatch, PutMessageResult, PutMessageStatus};
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
-use crate::ha::Replication;
-use crate::long_polling::PullRequestHoldService;
 use crate::metrics::traffic::MessageType;
 use crate::processor::{Rejection, error_response, reject};
 use crate::transaction;
@@ -97,81 +96,6 @@ impl RequestProcessor for SendMessageProcessor {
             }
             Some(response)
         })
-    }
-}
-
-/// The broker's [`ResponseFence`]: commits the CommitLog appends the send processor deferred,
-/// before a connection writes the answers to them.
-///
-/// Committing dispatches the records, which answers the pulls held for them (on tasks of their
-/// own): the fence tells the writer so, and a producer's answer and the pull response of a
-/// consumer on the same connection (one client instance, as Java's and ours share) then leave
-/// in one write.
-pub struct CommitBeforeReply {
-    store: Arc<MessageStore>,
-    pull_hold: Arc<PullRequestHoldService>,
-    replication: Arc<Replication>,
-}
-
-impl CommitBeforeReply {
-    pub fn new(
-        store: Arc<MessageStore>,
-        pull_hold: Arc<PullRequestHoldService>,
-        replication: Arc<Replication>,
-    ) -> Self {
-        Self {
-            store,
-            pull_hold,
-            replication,
-        }
-    }
-}
-
-impl ResponseFence for CommitBeforeReply {
-    fn settle(&self) -> Result<Settled, String> {
-        let answered = self.pull_hold.answered_count();
-        let wrote = self
-            .store
-            .write_pending()
-            .map_err(|e| format!("commit log write failed: {e}"))?;
-        if wrote {
-            // The slave connections send what was just written.
-            self.replication.master.wake(self.store.max_phy_offset());
-        }
-        Ok(Settled {
-            // Another connection's commit may have woken them: a needless yield, no harm.
-            woke_responders: self.pull_hold.answered_count() != answered,
-        })
-    }
-
-    /// SYNC_MASTER answers wait for enough copies (and the master's flush under SYNC_FLUSH);
-    /// SYNC_FLUSH answers for the flushed offset.
-    fn released(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        self.replication
-            .released()
-            .or_else(|| Some(self.store.flushed_watch()))
-    }
-
-    /// SYNC_FLUSH: has the flush thread flush what `settle` wrote. Whether this writer holds
-    /// answers does not matter: the msync never runs on a connection's thread (see
-    /// `comet_store::flush::PollWindow` for why).
-    fn release(&self, _held: bool) {
-        self.store.flush_pending();
-    }
-
-    fn hold_timeout(&self) -> std::time::Duration {
-        self.replication
-            .slave_timeout()
-            .unwrap_or_else(|| self.store.sync_flush_timeout())
-    }
-
-    fn on_hold_expired(&self, until: u64) {
-        let until = i64::try_from(until).unwrap_or(i64::MAX);
-        if self.replication.waits_for_slaves() {
-            self.replication.note_slave_timeout(until);
-        } else {
-            self.store.note_flush_timeout(until);
-        }
     }
 }
 
@@ -258,6 +182,42 @@ async fn handle_send(
         )
         .await
     }
+}
+
+/// Stores the message of a send request built inside the broker (the gRPC endpoint translates
+/// each `SendMessage` into one) through the same checks and store path as a remoting send, and
+/// returns the response a remoting producer would get. There is no connection whose writer could
+/// commit the append before the answer leaves, so the request is handled as a oneway send is:
+/// committed at once (see [`CommitBeforeReply`] for the deferred path).
+pub async fn send_in_process(
+    ctx: &BrokerContext,
+    uniq_ids: &UniqIdGenerator,
+    peer: SocketAddr,
+    mut request: RemotingCommand,
+) -> RemotingCommand {
+    request.mark_oneway();
+    let mut response = handle_send(ctx, uniq_ids, peer, &request).await;
+    // The slave connections send what was just written, as after a connection's commit.
+    ctx.replication.master.wake(ctx.store.max_phy_offset());
+    if let Some(hold) = response.hold.take() {
+        // SYNC_FLUSH or SYNC_MASTER: the answer waits as a connection's writer would make it
+        // wait, and turns into the hold's timeout code when the flush or the slaves are late.
+        ctx.store.flush_pending();
+        let mut released = ctx
+            .replication
+            .released()
+            .unwrap_or_else(|| ctx.store.flushed_watch());
+        let timeout = ctx
+            .replication
+            .slave_timeout()
+            .unwrap_or_else(|| ctx.store.sync_flush_timeout());
+        let reached =
+            tokio::time::timeout(timeout, released.wait_for(|&at| at >= hold.until)).await;
+        if !matches!(reached, Ok(Ok(_))) {
+            response.code = hold.expired_code;
+        }
+    }
+    response
 }
 
 /// RocketMQ's `msgCheck`: permission, topic name, topic existence (auto-creating it), queue id.
@@ -446,16 +406,34 @@ async fn send_single(
     let uniq_key = msg.uniq_key().map(str::to_owned);
     let wait = msg.properties.get(keys::WAIT_STORE_MSG_OK) != Some("false");
     let kind = MessageType::of(&msg.properties);
+    let mut recall_handle = None;
     let result = if half {
         // The half waits in RMQ_SYS_TRANS_HALF_TOPIC for END_TRANSACTION (no delay rewrite:
         // a delay applies to the committed message).
         transaction::half::into_half(&mut msg);
         ctx.store.put_message_with(msg, commit_for(request)).await
     } else {
-        put_message_with(ctx, msg, commit_for(request)).await
+        // The timer rewrite runs before the put here (the put sees a timer-topic message and
+        // leaves it): the answer to a parked message carries its recall handle.
+        match ctx.timer.transform(&mut msg, now_millis) {
+            Ok(parked) => {
+                if parked {
+                    recall_handle = crate::timer::recall_handle(&ctx.config.broker_name, &msg);
+                }
+                put_message_with(ctx, msg, commit_for(request)).await
+            }
+            Err(status) => PutMessageResult::failed(status),
+        }
     };
     ctx.traffic.record_put(&header.topic, kind, &result);
-    send_response(ctx, result, response_queue_id, uniq_key, wait)
+    if recall_handle.is_some() && result.status.is_written() {
+        ctx.traffic.record_timer(&header.topic, false);
+    }
+    let mut response = send_response(ctx, result, response_queue_id, uniq_key, wait);
+    if let Some(handle) = recall_handle.filter(|_| response.code == ResponseCode::Success.code()) {
+        response.ext_mut().insert("recallHandle", &handle);
+    }
+    response
 }
 
 /// Retry-topic rules (`handleRetryAndDLQ`): the group must exist; a message whose reconsume count
@@ -605,7 +583,8 @@ pub fn batch_member_properties<'a>(
     appended
 }
 
-/// Stores a message, rewriting it for the delay queue first when it carries `DELAY ≥ 1`.
+/// Stores a message, rewriting it for the timer wheel first when it carries a timer property
+/// (see [`crate::timer`]) or for the delay queue when it carries `DELAY ≥ 1`.
 pub async fn put_message(ctx: &BrokerContext, msg: MessageExt) -> PutMessageResult {
     put_message_with(ctx, msg, Commit::Now).await
 }
@@ -616,8 +595,21 @@ async fn put_message_with(
     mut msg: MessageExt,
     commit: Commit,
 ) -> PutMessageResult {
+    if let Err(status) = ctx.timer.transform(&mut msg, now_millis) {
+        return PutMessageResult::failed(status);
+    }
     apply_delay_level(&mut msg, ctx.schedule.max_delay_level());
     ctx.store.put_message_with(msg, commit).await
+}
+
+/// [`put_message`] of a delay or timer message falling due: no client waits for it, so it is
+/// never held for a SYNC_FLUSH (see [`comet_store::MessageStore::put_message_unawaited`]).
+pub async fn put_due_message(ctx: &BrokerContext, mut msg: MessageExt) -> PutMessageResult {
+    if let Err(status) = ctx.timer.transform(&mut msg, now_millis) {
+        return PutMessageResult::failed(status);
+    }
+    apply_delay_level(&mut msg, ctx.schedule.max_delay_level());
+    ctx.store.put_message_unawaited(msg).await
 }
 
 /// An answered send defers its commit to the response fence; a oneway one has no response.
@@ -692,6 +684,12 @@ pub fn status_response_code(status: PutMessageStatus) -> (ResponseCode, Option<&
             ),
         ),
         PutMessageStatus::UnknownError => (ResponseCode::SystemError, Some("UNKNOWN_ERROR")),
+        // The remark names the configured maximum: see [`crate::timer::illegal_remark`].
+        PutMessageStatus::WheelTimerMsgIllegal => (ResponseCode::MessageIllegal, None),
+        PutMessageStatus::WheelTimerNotEnable => (
+            ResponseCode::SystemError,
+            Some("accurate timer message is not enabled, timerWheelEnable is false"),
+        ),
     }
 }
 
@@ -704,6 +702,9 @@ fn send_response(
 ) -> RemotingCommand {
     let (code, remark) = status_response_code(result.status);
     let Some(append) = result.append.filter(|_| result.status.is_written()) else {
+        if result.status == PutMessageStatus::WheelTimerMsgIllegal {
+            return error_response(code, crate::timer::illegal_remark(&ctx.config));
+        }
         let remark = remark.unwrap_or("the message was not stored");
         return error_response(code, remark);
     };

@@ -240,6 +240,8 @@ pub fn put_status_name(status: PutMessageStatus) -> &'static str {
         PutMessageStatus::OsPageCacheBusy => "OS_PAGE_CACHE_BUSY",
         PutMessageStatus::UnknownError => "UNKNOWN_ERROR",
         PutMessageStatus::LmqConsumeQueueNumExceeded => "LMQ_CONSUME_QUEUE_NUM_EXCEEDED",
+        PutMessageStatus::WheelTimerMsgIllegal => "WHEEL_TIMER_MSG_ILLEGAL",
+        PutMessageStatus::WheelTimerNotEnable => "WHEEL_TIMER_NOT_ENABLE",
     }
 }
 

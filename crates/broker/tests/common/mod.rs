@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod grpc;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -155,6 +157,21 @@ impl TestBroker {
     }
 
     /// Stops and restarts the broker on the same directory (new port).
+    /// Waits until every record in the CommitLog has reached its ConsumeQueue: a send is
+    /// answered once appended, and dispatch follows asynchronously.
+    pub async fn wait_dispatched(&self) {
+        let store = Arc::clone(self.store());
+        let caught_up = tokio::task::spawn_blocking(move || {
+            store.wait_dispatched(store.max_phy_offset(), WAIT_DEADLINE)
+        })
+        .await
+        .expect("dispatch wait task");
+        assert!(
+            caught_up,
+            "dispatch did not catch up within {WAIT_DEADLINE:?}"
+        );
+    }
+
     pub async fn restart_broker(&mut self) {
         self.stop_broker().await;
         let handle = BrokerController::start(self.config.clone())
@@ -190,6 +207,18 @@ where
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Waits until the index (built by dispatch) finds `key` in `topic`; `false` after
+/// [`WAIT_DEADLINE`].
+pub async fn wait_indexed(store: &Arc<MessageStore>, topic: &str, key: &str) -> bool {
+    wait_until(|| async {
+        !store
+            .query_message(topic, key, 1, 0, i64::MAX)
+            .messages
+            .is_empty()
+    })
+    .await
 }
 
 fn now_millis() -> i64 {

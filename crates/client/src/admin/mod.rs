@@ -12,9 +12,14 @@
 //! cluster-wide operations fan out: creating a topic goes to every master of a cluster, deleting
 //! it goes to every master and then every name server, and statistics are merged over the masters
 //! of the topic's route. The operations are split by subject:
-//! - [`topic`]: cluster info, topic list/route/create/delete/stats;
+//! - [`topic`]: cluster info, topic list/route/create/delete/stats/permission, consuming groups;
 //! - [`group`]: consumer progress, connections, offset reset;
+//! - [`subscription`]: subscription-group create/delete/config, a broker's consume stats;
+//! - [`offsets`]: offset reset that also works for offline groups, offset cloning;
 //! - [`message`]: query by key/id, dead-letter queue listing and resend;
+//! - [`browse`]: a message at a queue offset, the messages of a time window;
+//! - [`broker`]: broker runtime info, broker and name-server settings, write permission,
+//!   statistics, producer connections;
 //! - [`running`]: one consumer client's running info, and direct delivery of a message to it.
 
 use std::collections::BTreeSet;
@@ -32,13 +37,21 @@ use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 
 pub mod broker;
+pub mod browse;
+pub mod catalog;
 pub mod group;
 pub mod message;
+pub mod offsets;
 pub mod running;
+pub mod subscription;
 pub mod topic;
+pub mod window;
 
+pub use browse::OffsetRange;
 pub use group::QueueProgress;
 pub use message::{DlqResendOutcome, MessageIdKind};
+pub use offsets::{RESET_TO_END, ResetOutcome};
+pub use subscription::BrokerGroupConfig;
 pub use topic::TopicTarget;
 
 /// Timeout of one admin request. Admin calls scan indexes and walk queues on the broker, so they

@@ -8,12 +8,12 @@
 use std::collections::BTreeSet;
 
 use comet_protocol::body::{
-    TopicConfig, TopicFilterType, TopicList, TopicStatsTable, from_fastjson,
+    GroupList, TopicConfig, TopicFilterType, TopicList, TopicStatsTable, from_fastjson,
 };
 use comet_protocol::code::RequestCode;
 use comet_protocol::headers::{
     CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader, DeleteTopicRequestHeader,
-    GetTopicStatsInfoRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
 };
 
 use super::{MQAdmin, route_masters};
@@ -84,6 +84,7 @@ impl MQAdmin {
             topic_filter_type: config.topic_filter_type,
             topic_sys_flag: Some(config.topic_sys_flag),
             order: config.order,
+            attributes: attribute_changes(&config.attributes),
             ..Default::default()
         };
         let mut created = Vec::new();
@@ -109,19 +110,36 @@ impl MQAdmin {
     /// Deletes `topic` from every master of `cluster` (DELETE_TOPIC_IN_BROKER), then from every
     /// name server (DELETE_TOPIC_IN_NAMESRV).
     pub async fn delete_topic(&self, topic: &str, cluster: &str) -> Result<()> {
+        let addrs: Vec<String> = self
+            .master_addrs(Some(cluster))
+            .await?
+            .into_iter()
+            .map(|(_, addr)| addr)
+            .collect();
+        self.delete_topic_on(&addrs, topic, Some(cluster)).await
+    }
+
+    /// Deletes `topic` from the brokers at `addrs` (DELETE_TOPIC_IN_BROKER), then from every name
+    /// server (DELETE_TOPIC_IN_NAMESRV, for `cluster` only when given).
+    pub async fn delete_topic_on(
+        &self,
+        addrs: &[String],
+        topic: &str,
+        cluster: Option<&str>,
+    ) -> Result<()> {
         let header = DeleteTopicRequestHeader {
             topic: topic.to_owned(),
             ..Default::default()
         };
-        for (_, addr) in self.master_addrs(Some(cluster)).await? {
+        for addr in addrs {
             let request = self
                 .api()
                 .request_with(RequestCode::DeleteTopicInBroker, &header);
-            self.invoke_broker(&addr, request).await?;
+            self.invoke_broker(addr, request).await?;
         }
         let header = DeleteTopicFromNamesrvRequestHeader {
             topic: topic.to_owned(),
-            cluster_name: Some(cluster.to_owned()),
+            cluster_name: cluster.map(str::to_owned),
             ..Default::default()
         };
         for namesrv in self.api().name_server_address_list() {
@@ -131,6 +149,74 @@ impl MQAdmin {
             self.invoke_broker(&namesrv, request).await?;
         }
         Ok(())
+    }
+
+    /// The clusters that hold queues of `topic`: its route's brokers, looked up in the cluster
+    /// table (mqadmin `topicClusterList`).
+    pub async fn topic_cluster_list(&self, topic: &str) -> Result<BTreeSet<String>> {
+        let route = self.topic_route(topic).await?;
+        let info = self.cluster_info().await?;
+        Ok(info
+            .cluster_addr_table
+            .iter()
+            .filter(|(_, brokers)| {
+                brokers
+                    .iter()
+                    .any(|b| route.broker_datas.iter().any(|bd| &bd.broker_name == b))
+            })
+            .map(|(cluster, _)| cluster.clone())
+            .collect())
+    }
+
+    /// Sets the permission of `topic` on every master of its route, keeping each broker's queue
+    /// counts (from the route) — mqadmin `updateTopicPerm` with UPDATE_AND_CREATE_TOPIC. Returns
+    /// the broker addresses changed.
+    pub async fn update_topic_perm(&self, topic: &str, perm: i32) -> Result<Vec<String>> {
+        if !matches!(perm, 2 | 4 | 6) {
+            return Err(ClientError::IllegalArgument(format!(
+                "permission {perm} is not 2 (write), 4 (read) or 6 (read-write)"
+            )));
+        }
+        let route = self.topic_route(topic).await?;
+        let mut changed = Vec::new();
+        for (name, addr) in route_masters(&route) {
+            let Some(queues) = route.queue_datas.iter().find(|q| q.broker_name == name) else {
+                continue;
+            };
+            let mut config = default_topic_config(topic);
+            config.read_queue_nums = queues.read_queue_nums;
+            config.write_queue_nums = queues.write_queue_nums;
+            config.topic_sys_flag = queues.topic_sys_flag;
+            config.perm = perm;
+            self.create_topic(&TopicTarget::Broker(addr.clone()), &config)
+                .await?;
+            changed.push(addr);
+        }
+        Ok(changed)
+    }
+
+    /// The groups that consume `topic` (QUERY_TOPIC_CONSUME_BY_WHO on every master of its
+    /// route): groups with an online subscriber and groups with committed offsets.
+    pub async fn topic_consumer_groups(&self, topic: &str) -> Result<BTreeSet<String>> {
+        let route = self.topic_route(topic).await?;
+        let header = QueryTopicConsumeByWhoRequestHeader {
+            topic: topic.to_owned(),
+            ..Default::default()
+        };
+        let mut groups = BTreeSet::new();
+        for (_, addr) in route_masters(&route) {
+            let request = self
+                .api()
+                .request_with(RequestCode::QueryTopicConsumeByWho, &header);
+            let response = self.invoke_broker(&addr, request).await?;
+            let body = response.body.as_deref().unwrap_or_default();
+            if body.is_empty() {
+                continue;
+            }
+            let list: GroupList = from_fastjson(body)?;
+            groups.extend(list.group_list);
+        }
+        Ok(groups)
     }
 
     /// Min/max offsets of every queue of `topic`, merged over the masters of its route
@@ -171,3 +257,44 @@ pub fn default_topic_config(topic: impl Into<String>) -> TopicConfig {
 
 /// Queue count mqadmin `updateTopic` uses when none is given.
 pub const DEFAULT_ADMIN_QUEUE_NUMS: i32 = 8;
+
+/// The `attributes` field of UPDATE_AND_CREATE_TOPIC setting `attributes`: `+key=value` changes,
+/// comma-separated and sorted by key (mqadmin `updateTopic -a` sends the same form); `None` when
+/// there is nothing to set.
+pub fn attribute_changes(attributes: &std::collections::HashMap<String, String>) -> Option<String> {
+    if attributes.is_empty() {
+        return None;
+    }
+    let mut pairs: Vec<_> = attributes.iter().collect();
+    pairs.sort();
+    Some(
+        pairs
+            .into_iter()
+            .map(|(k, v)| format!("+{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attributes_are_sent_as_mqadmin_changes() {
+        let mut config = default_topic_config("T");
+        assert_eq!(attribute_changes(&config.attributes), None);
+        config
+            .attributes
+            .insert("message.type".to_owned(), "FIFO".to_owned());
+        assert_eq!(
+            attribute_changes(&config.attributes).as_deref(),
+            Some("+message.type=FIFO")
+        );
+        config.attributes.insert("a".to_owned(), "1".to_owned());
+        assert_eq!(
+            attribute_changes(&config.attributes).as_deref(),
+            Some("+a=1,+message.type=FIFO")
+        );
+    }
+}

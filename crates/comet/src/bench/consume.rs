@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use super::report::{
     Counters, LatencySummary, Planned, Progress, Report, new_histogram, record_nanos,
 };
-use super::stamp::{read_stamp, unix_nanos};
+use super::stamp::{NANOS_PER_MILLI, read_stamp, unix_nanos};
 use super::{TargetArgs, positive_secs};
 
 /// Consumer group of the bench when none is given.
@@ -38,8 +38,6 @@ pub const DEFAULT_BENCH_CONSUMER_GROUP: &str = "BENCH_CONSUMER";
 pub const DEFAULT_PULL_BATCH: i32 = 32;
 /// Pause before retrying a pull that failed.
 pub const PULL_RETRY_PAUSE: Duration = Duration::from_millis(100);
-/// Nanoseconds per millisecond, for the `bornTimestamp` fallback.
-const NANOS_PER_MILLI: u64 = 1_000_000;
 
 /// Push (the SDK drives pulls and calls a listener) or pull (one task per queue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -106,6 +104,8 @@ pub struct Sink {
     record_after_unix_nanos: AtomicU64,
     target: Option<u64>,
     pub done: Notify,
+    /// Messages received before the time their stamp names: timer messages delivered early.
+    pub early: AtomicU64,
 }
 
 impl Sink {
@@ -122,6 +122,7 @@ impl Sink {
             record_after_unix_nanos: AtomicU64::new(record_after_unix_nanos),
             target,
             done: Notify::new(),
+            early: AtomicU64::new(0),
         })
     }
 
@@ -132,6 +133,7 @@ impl Sink {
         let mut counted = 0u64;
         let mut bytes = 0u64;
         let mut samples = Vec::with_capacity(msgs.len());
+        let mut early = 0u64;
         let record_after = self.record_after_unix_nanos.load(Ordering::Relaxed);
         for msg in msgs {
             let stamp = read_stamp(&msg.body);
@@ -144,11 +146,17 @@ impl Sink {
             counted += 1;
             bytes += msg.body.len() as u64;
             if sent_nanos >= record_after && sent_nanos > 0 {
-                samples.push(now_nanos.saturating_sub(sent_nanos));
+                match now_nanos.checked_sub(sent_nanos) {
+                    Some(latency) => samples.push(latency),
+                    None => early += 1,
+                }
             }
         }
         if counted == 0 {
             return;
+        }
+        if early > 0 {
+            self.early.fetch_add(early, Ordering::Relaxed);
         }
         {
             let mut hist = self.latency.lock().unwrap_or_else(PoisonError::into_inner);
@@ -421,6 +429,19 @@ mod tests {
         assert!(!sink.reached_target());
         sink.on_messages(&[msg(stamped_body(100, 42, now), 0)]);
         assert!(sink.reached_target());
+    }
+
+    #[test]
+    fn a_message_received_before_its_stamped_time_counts_as_early() {
+        let now = unix_nanos();
+        let sink = Sink::new(Some(7), 0, None).expect("sink");
+        sink.on_messages(&[
+            msg(stamped_body(100, 7, now + 60_000_000_000), 0),
+            msg(stamped_body(100, 7, now - 1_000_000), 0),
+        ]);
+        assert_eq!(sink.counters.ok(), 2);
+        assert_eq!(sink.early.load(Ordering::Relaxed), 1);
+        assert_eq!(sink.latency().len(), 1, "an early one has no latency");
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //! figures. Latencies of messages sent during `--warmup` are not recorded (connections, route
 //! caches and the JIT of a Java broker are still settling). After the senders stop, the consumer
 //! gets `--drain` seconds to receive what is still in flight; the remainder is reported as lost.
+//!
+//! With `--deliver-after-ms` the messages are timer messages and their stamp is their due time:
+//! the latency is then how late each arrived, and one received before its time counts as early.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,6 +146,13 @@ pub async fn run(mut args: E2eArgs) -> Result<()> {
     let mut extra = serde_json::Map::new();
     extra.insert("sent".to_owned(), json!(sent_ok));
     extra.insert("lost".to_owned(), json!(sent_ok.saturating_sub(received)));
+    if plan.deliver_after.is_some() {
+        // Timer messages: the latency is how late each arrived after its due time.
+        extra.insert(
+            "early".to_owned(),
+            json!(sink.early.load(std::sync::atomic::Ordering::Relaxed)),
+        );
+    }
     if let Some(s) = LatencySummary::of(&send_rt) {
         extra.insert("send_rt".to_owned(), s.to_json());
     }

@@ -1,5 +1,6 @@
-//! `comet bench produce|consume|e2e`: a load generator for any broker that speaks RocketMQ's
-//! remoting protocol (Comet, Apache RocketMQ, rocketmq-rust).
+//! `comet bench produce|consume|e2e|grpc-send|grpc-receive`: a load generator for any broker that
+//! speaks RocketMQ's remoting protocol (Comet, Apache RocketMQ, rocketmq-rust), and for the 5.x gRPC
+//! protocol (Comet's gRPC endpoint, Apache's proxy).
 //!
 //! It exists so that every broker is measured by the *same* client under the *same* load: the
 //! comparison script (`bench/compare.sh`) points it at each broker in turn. It therefore only uses
@@ -25,6 +26,7 @@ use comet_client::admin::{MQAdmin, TopicTarget, topic::default_topic_config};
 
 pub mod consume;
 pub mod e2e;
+pub mod grpc;
 pub mod produce;
 pub mod rate;
 pub mod report;
@@ -66,6 +68,10 @@ pub enum BenchCommand {
     Consume(consume::ConsumeArgs),
     /// Produce at a fixed rate and consume in the same process: born→consumed latency.
     E2e(e2e::E2eArgs),
+    /// SendMessage over the 5.x gRPC protocol with N concurrent callers; send RT histogram.
+    GrpcSend(grpc::GrpcSendArgs),
+    /// ReceiveMessage + AckMessage over the 5.x gRPC protocol (a simple consumer).
+    GrpcReceive(grpc::GrpcReceiveArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<()> {
@@ -73,6 +79,8 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Produce(a) => produce::run(a).await,
         BenchCommand::Consume(a) => consume::run(a).await,
         BenchCommand::E2e(a) => e2e::run(a).await,
+        BenchCommand::GrpcSend(a) => grpc::run_send(a).await,
+        BenchCommand::GrpcReceive(a) => grpc::run_receive(a).await,
     }
 }
 

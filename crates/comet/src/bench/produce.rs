@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use super::rate::{Pacer, Quota, slot_spacing_nanos};
 use super::report::{Counters, Planned, Progress, Report, new_histogram, record_nanos};
-use super::stamp::{stamped_body, unix_nanos};
+use super::stamp::{NANOS_PER_MILLI, stamped_body, unix_nanos};
 use super::{TargetArgs, TopicSetupArgs, positive_secs, retry_until};
 
 /// Producer group of the bench when none is given.
@@ -99,6 +99,10 @@ pub struct LoadArgs {
     /// Retry topic creation and the probe send for up to this many seconds (broker starting).
     #[arg(long)]
     pub wait_ready: Option<f64>,
+    /// Send timer messages due this many milliseconds after each send (TIMER_DELIVER_MS); the
+    /// latency stamp then carries the due time, so `e2e` measures how late each one arrived.
+    #[arg(long, value_name = "MS")]
+    pub deliver_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -133,6 +137,8 @@ pub struct SendPlan {
     pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub run_id: u32,
+    /// Timer messages due this long after their send.
+    pub deliver_after: Option<Duration>,
 }
 
 impl SendPlan {
@@ -185,6 +191,7 @@ impl SendPlan {
             duration,
             count: load.count,
             run_id,
+            deliver_after: load.deliver_after_ms.map(Duration::from_millis),
         })
     }
 
@@ -207,14 +214,30 @@ impl SendPlan {
             "rate": self.rate,
             "duration_secs": self.duration.map(|d| d.as_secs_f64()),
             "count": self.count,
+            "deliver_after_ms": self.deliver_after.map(|d| d.as_millis()),
         })
     }
 
     fn message(&self) -> Message {
-        Message::new(
+        let Some(after) = self.deliver_after else {
+            return Message::new(
+                self.topic.clone(),
+                stamped_body(self.size, self.run_id, unix_nanos()),
+            );
+        };
+        // Due on a whole millisecond, the broker's unit; the stamp says exactly that time.
+        let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        let due_ms = (unix_nanos() / NANOS_PER_MILLI).saturating_add(after_ms);
+        let mut msg = Message::new(
             self.topic.clone(),
-            stamped_body(self.size, self.run_id, unix_nanos()),
-        )
+            stamped_body(
+                self.size,
+                self.run_id,
+                due_ms.saturating_mul(NANOS_PER_MILLI),
+            ),
+        );
+        msg.set_deliver_time_ms(i64::try_from(due_ms).unwrap_or(i64::MAX));
+        msg
     }
 }
 
@@ -529,7 +552,34 @@ mod tests {
             group: DEFAULT_BENCH_PRODUCER_GROUP.to_owned(),
             timeout_ms: DEFAULT_SEND_TIMEOUT_MS,
             wait_ready: None,
+            deliver_after_ms: None,
         }
+    }
+
+    #[test]
+    fn a_timer_plan_stamps_the_due_time_it_asks_for() {
+        let mut l = load();
+        l.deliver_after_ms = Some(5_000);
+        let plan = SendPlan::new("T", &l, SendMode::Sync, 1, 1, 9).expect("plan");
+        let before_ms = unix_nanos() / NANOS_PER_MILLI;
+        let msg = plan.message();
+        let due_ms: u64 = msg
+            .properties()
+            .get("TIMER_DELIVER_MS")
+            .expect("a timer message")
+            .parse()
+            .expect("a number");
+        assert!((before_ms + 5_000..=before_ms + 6_000).contains(&due_ms));
+        let stamp = super::super::stamp::read_stamp(&msg.body).expect("stamped");
+        assert_eq!(stamp.sent_unix_nanos, due_ms * NANOS_PER_MILLI);
+        let plain = SendPlan::new("T", &load(), SendMode::Sync, 1, 1, 9).expect("plan");
+        assert!(
+            plain
+                .message()
+                .properties()
+                .get("TIMER_DELIVER_MS")
+                .is_none()
+        );
     }
 
     #[test]

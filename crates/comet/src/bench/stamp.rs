@@ -18,6 +18,9 @@ pub const STAMP_LEN: usize = 20;
 /// Filler byte after the stamp.
 const FILLER: u8 = b'x';
 
+/// Nanoseconds in a millisecond.
+pub const NANOS_PER_MILLI: u64 = 1_000_000;
+
 /// A decoded stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {

@@ -1,5 +1,7 @@
-//! `comet group progress|connections|status|reset-offset` (mqadmin `consumerProgress`,
-//! `consumerConnection`, `consumerStatus`, `resetOffsetByTime`).
+//! `comet group progress|connections|status|reset-offset|skip-backlog|clone-offset|create|
+//! delete|config|consume-stats` (mqadmin `consumerProgress`, `consumerConnection`,
+//! `consumerStatus`, `resetOffsetByTime`, `skipAccumulatedMessage`, `cloneGroupOffset`,
+//! `updateSubGroup`, `deleteSubGroup`, `getConsumerConfig`, `brokerConsumeStats`).
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -41,7 +43,8 @@ pub enum GroupCommand {
         #[arg(short = 's', long)]
         jstack: bool,
     },
-    /// Reset the group's offsets of a topic to the first message stored at or after a time.
+    /// Reset the group's offsets of a topic to the first message stored at or after a time
+    /// (an offline group's offsets are committed queue by queue).
     ResetOffset {
         /// Consumer group.
         group: String,
@@ -53,6 +56,58 @@ pub enum GroupCommand {
         /// Also move queues whose committed offset is already before the target.
         #[arg(short = 'f', long, default_value_t = true, action = clap::ArgAction::Set)]
         force: bool,
+    },
+    /// Move the group's offsets of a topic to the end of every queue (skip the backlog).
+    SkipBacklog {
+        /// Consumer group.
+        group: String,
+        /// Topic.
+        topic: String,
+    },
+    /// Copy one group's committed offsets of a topic to another group.
+    CloneOffset {
+        /// Group to copy from.
+        #[arg(short = 's', long = "source")]
+        source: String,
+        /// Group to copy to.
+        #[arg(short = 'd', long = "dest")]
+        dest: String,
+        /// Topic.
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Create or update a subscription group on one broker (-b) or every master of a cluster.
+    Create(super::group_admin::GroupConfigArgs),
+    /// Delete a subscription group from one broker (-b) or every master of a cluster.
+    Delete {
+        /// Consumer group.
+        group: String,
+        /// Broker address (ip:port).
+        #[arg(short = 'b', long, conflicts_with = "cluster")]
+        broker: Option<String>,
+        /// Cluster name (default DefaultCluster when no broker is given).
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+        /// Also delete the group's committed offsets.
+        #[arg(long)]
+        clean_offset: bool,
+        /// Also delete the group's %RETRY% and %DLQ% topics.
+        #[arg(short = 'r', long)]
+        with_topics: bool,
+    },
+    /// The group's configuration on every master that has it.
+    Config {
+        /// Consumer group.
+        group: String,
+    },
+    /// Every group's lag on one broker (every master when -b is absent).
+    ConsumeStats {
+        /// Broker address (ip:port).
+        #[arg(short = 'b', long)]
+        broker: Option<String>,
+        /// Only orderly topics.
+        #[arg(short = 'o', long)]
+        order: bool,
     },
 }
 
@@ -80,7 +135,39 @@ async fn execute(admin: &MQAdmin, command: GroupCommand, json: bool) -> Result<(
             topic,
             timestamp,
             force,
-        } => reset_offset(admin, &group, &topic, &timestamp, force, json).await,
+        } => {
+            let ts = if timestamp.trim().eq_ignore_ascii_case("now") {
+                comet_protocol::time::now_millis()
+            } else {
+                parse_time(&timestamp)?
+            };
+            super::group_admin::reset(admin, &group, &topic, ts, force, json).await
+        }
+        GroupCommand::SkipBacklog { group, topic } => {
+            let end = comet_client::admin::RESET_TO_END;
+            super::group_admin::reset(admin, &group, &topic, end, true, json).await
+        }
+        GroupCommand::CloneOffset {
+            source,
+            dest,
+            topic,
+        } => super::group_admin::clone_offset(admin, &source, &dest, &topic, json).await,
+        GroupCommand::Create(config) => super::group_admin::create(admin, config, json).await,
+        GroupCommand::Delete {
+            group,
+            broker,
+            cluster,
+            clean_offset,
+            with_topics,
+        } => {
+            let target = super::group_admin::target(broker, cluster);
+            super::group_admin::delete(admin, &group, &target, clean_offset, with_topics, json)
+                .await
+        }
+        GroupCommand::Config { group } => super::group_admin::config(admin, &group, json).await,
+        GroupCommand::ConsumeStats { broker, order } => {
+            super::group_stats::consume_stats(admin, broker, order, json).await
+        }
     }
 }
 
@@ -162,43 +249,5 @@ async fn connections(admin: &MQAdmin, group: &str, json: bool) -> Result<()> {
     if let Some(kind) = conn.consume_type {
         println!("ConsumeType: {kind:?}");
     }
-    Ok(())
-}
-
-/// `group reset-offset`: moves the group's offsets of `topic` to `timestamp` (`now`: the end).
-async fn reset_offset(
-    admin: &MQAdmin,
-    group: &str,
-    topic: &str,
-    timestamp: &str,
-    force: bool,
-    json: bool,
-) -> Result<()> {
-    let ts = if timestamp.trim().eq_ignore_ascii_case("now") {
-        comet_protocol::time::now_millis()
-    } else {
-        parse_time(timestamp)?
-    };
-    let offsets = admin.reset_offset_by_time(group, topic, ts, force).await?;
-    let mut rows: Vec<_> = offsets.into_iter().collect();
-    rows.sort();
-    if json {
-        let queues: Vec<_> = rows
-            .iter()
-            .map(|(mq, o)| {
-                serde_json::json!({"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o})
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({"group": group, "topic": topic, "timestamp": ts, "queues": queues})
-        );
-        return Ok(());
-    }
-    let mut table = Table::new(["BROKER", "QID", "OFFSET"]);
-    for (mq, offset) in rows {
-        table.row([mq.broker_name, mq.queue_id.to_string(), offset.to_string()]);
-    }
-    table.print();
     Ok(())
 }

@@ -1,4 +1,6 @@
-//! Client-side subcommands of the `comet` binary: `produce`, `consume`, `topic`, `group`, `msg`.
+//! Client-side subcommands of the `comet` binary: `produce`, `consume`, `topic`, `group`, `msg`,
+//! `producer`, `broker-status`, `cluster-list`, `broker-config`, `broker-perm`, `namesrv-config`
+//! and `stats-all` (mqadmin's daily commands; docs/operations.md maps one to the other).
 //!
 //! They are thin shells over `comet-client` (the producer, the lite pull consumer and
 //! [`comet_client::admin::MQAdmin`]), so they work against a Comet broker and an Apache RocketMQ
@@ -17,13 +19,22 @@ use comet_client::ClientConfig;
 use comet_client::admin::MQAdmin;
 use comet_protocol::time::{civil_from_days, days_from_civil};
 
+pub mod broker_perm;
+pub mod cluster_list;
+pub mod config;
 pub mod consume;
 pub mod group;
+pub mod group_admin;
+pub mod group_stats;
 pub mod group_status;
 pub mod msg;
+pub mod msg_browse;
 pub mod produce;
+pub mod producer;
+pub mod stats_all;
 pub mod status;
 pub mod topic;
+pub mod topic_more;
 
 /// Name server used when neither `--namesrv` nor `NAMESRV_ADDR` is given.
 pub const DEFAULT_NAMESRV: &str = "127.0.0.1:9876";

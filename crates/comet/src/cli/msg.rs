@@ -1,4 +1,5 @@
-//! `comet msg by-key|by-id|trace|consume-directly` (mqadmin `queryMsgByKey`, `queryMsgById`,
+//! `comet msg by-key|by-id|by-unique-key|by-offset|print|trace|consume-directly` (mqadmin
+//! `queryMsgByKey`, `queryMsgById`, `queryMsgByUniqueKey`, `queryMsgByOffset`, `printMsg`,
 //! `queryMsgTraceById` and `queryMsgById -g -d`).
 
 use anyhow::Result;
@@ -43,6 +44,42 @@ pub enum MsgCommand {
         /// Topic (needed to look a unique id up).
         #[arg(short = 't', long)]
         topic: Option<String>,
+    },
+    /// Messages of a topic by their unique id (UNIQ_KEY, the id producers print).
+    ByUniqueKey {
+        /// Topic.
+        topic: String,
+        /// Unique message id.
+        id: String,
+    },
+    /// The message at one offset of one queue.
+    ByOffset {
+        /// Topic.
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Broker name.
+        #[arg(short = 'b', long)]
+        broker: String,
+        /// Queue id.
+        #[arg(short = 'i', long = "queue")]
+        queue: i32,
+        /// Queue offset.
+        #[arg(short = 'o', long)]
+        offset: i64,
+    },
+    /// A topic's messages stored in a time window, queue by queue.
+    Print {
+        /// Topic.
+        topic: String,
+        /// Only messages stored at or after this time (default: each queue's first).
+        #[arg(short = 's', long)]
+        begin: Option<String>,
+        /// Only messages stored before this time (default: each queue's end).
+        #[arg(short = 'e', long)]
+        end: Option<String>,
+        /// Most messages to print.
+        #[arg(long, default_value_t = super::msg_browse::DEFAULT_PRINT_MAX)]
+        max: usize,
     },
     /// The trace records (Pub, SubBefore, SubAfter, EndTransaction) of a message, from the
     /// trace topic.
@@ -96,23 +133,7 @@ async fn execute(admin: &MQAdmin, command: MsgCommand, json: bool) -> Result<()>
             let found = admin
                 .query_message_by_key(&topic, &key, max, begin, end)
                 .await?;
-            if json {
-                for m in &found {
-                    println!("{}", message_json(m));
-                }
-                return Ok(());
-            }
-            let mut table = Table::new(["MSG_ID", "QID", "OFFSET", "STORE_TIME", "BODY"]);
-            for m in &found {
-                table.row([
-                    m.msg_id(),
-                    m.queue_id.to_string(),
-                    m.queue_offset.to_string(),
-                    format_millis(m.store_timestamp),
-                    printable_body(&m.body),
-                ]);
-            }
-            table.print();
+            super::msg_browse::print_messages(&found, json);
         }
         MsgCommand::ConsumeDirectly {
             id,
@@ -140,6 +161,30 @@ async fn execute(admin: &MQAdmin, command: MsgCommand, json: bool) -> Result<()>
             } else {
                 print_message_detail(&msg);
             }
+        }
+        MsgCommand::ByUniqueKey { topic, id } => {
+            let found = admin.query_message_by_unique_key(&topic, &id).await?;
+            if found.is_empty() {
+                anyhow::bail!("no message of {topic} has the unique id {id}");
+            }
+            super::msg_browse::print_messages(&found, json);
+        }
+        MsgCommand::ByOffset {
+            topic,
+            broker,
+            queue,
+            offset,
+        } => super::msg_browse::by_offset(admin, &topic, &broker, queue, offset, json).await?,
+        MsgCommand::Print {
+            topic,
+            begin,
+            end,
+            max,
+        } => {
+            let begin = begin.as_deref().map(parse_time).transpose()?;
+            let end = end.as_deref().map(parse_time).transpose()?;
+            let found = admin.messages_in_window(&topic, begin, end, max).await?;
+            super::msg_browse::print_messages(&found, json);
         }
         MsgCommand::Trace { id, trace_topic } => {
             let records = trace::query_traces(admin, &trace_topic, &id).await?;

@@ -39,8 +39,15 @@ pub struct ProduceArgs {
     #[arg(long)]
     pub keys: Option<String>,
     /// Delay level (1 = 1 s ... 18 = 2 h).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["deliver_at", "delay_ms"])]
     pub delay_level: Option<i32>,
+    /// Deliver at this time, in ms since the epoch (a timer message: TIMER_DELIVER_MS).
+    #[arg(long, conflicts_with = "delay_ms")]
+    pub deliver_at: Option<i64>,
+    /// Deliver this many ms after the broker receives each message (a timer message:
+    /// TIMER_DELAY_MS).
+    #[arg(long)]
+    pub delay_ms: Option<i64>,
     /// Producer group.
     #[arg(short = 'g', long, default_value = DEFAULT_CLI_PRODUCER_GROUP)]
     pub group: String,
@@ -50,6 +57,12 @@ pub struct ProduceArgs {
     /// Trace topic of --trace (default RMQ_SYS_TRACE_TOPIC).
     #[arg(long, requires = "trace")]
     pub trace_topic: Option<String>,
+    /// Send every message to this broker (by name) instead of spreading them; needs --queue.
+    #[arg(short = 'b', long, requires = "queue")]
+    pub broker: Option<String>,
+    /// Queue id of --broker to send every message to.
+    #[arg(short = 'i', long, requires = "broker")]
+    pub queue: Option<i32>,
 }
 
 /// The body of message `index`.
@@ -88,6 +101,12 @@ fn message_of(args: &ProduceArgs, index: usize) -> Message {
     if let Some(level) = args.delay_level {
         msg.set_delay_level(level);
     }
+    if let Some(at) = args.deliver_at {
+        msg.set_deliver_time_ms(at);
+    }
+    if let Some(delay) = args.delay_ms {
+        msg.set_delay_time_ms(delay);
+    }
     msg
 }
 
@@ -109,10 +128,15 @@ pub async fn run(args: ProduceArgs) -> Result<()> {
 async fn send_all(producer: &DefaultMQProducer, args: &ProduceArgs) -> Result<()> {
     let mut table = Table::new(["#", "STATUS", "MSG_ID", "BROKER", "QID", "QUEUE_OFFSET"]);
     for index in 0..args.count {
-        let result = producer
-            .send(message_of(args, index))
-            .await
-            .with_context(|| format!("sending message {index} to {}", args.topic))?;
+        let msg = message_of(args, index);
+        let sent = match (&args.broker, args.queue) {
+            (Some(broker), Some(queue)) => {
+                let mq = comet_protocol::body::MessageQueue::new(&args.topic, broker, queue);
+                producer.send_to_queue(msg, &mq).await
+            }
+            _ => producer.send(msg).await,
+        };
+        let result = sent.with_context(|| format!("sending message {index} to {}", args.topic))?;
         if args.connect.json {
             println!(
                 "{}",
@@ -141,4 +165,36 @@ async fn send_all(producer: &DefaultMQProducer, args: &ProduceArgs) -> Result<()
         table.print();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        produce: ProduceArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<ProduceArgs, clap::Error> {
+        let argv = ["comet", "-n", "127.0.0.1:9876", "T"].iter().chain(extra);
+        Cli::try_parse_from(argv).map(|c| c.produce)
+    }
+
+    #[test]
+    fn timer_options_set_the_timer_properties() {
+        let args = parse(&["--deliver-at", "1700000000000"]).unwrap();
+        let msg = message_of(&args, 0);
+        assert_eq!(msg.property("TIMER_DELIVER_MS"), Some("1700000000000"));
+        assert_eq!(msg.deliver_time_ms(), Some(1_700_000_000_000));
+        let args = parse(&["--delay-ms", "2500"]).unwrap();
+        assert_eq!(
+            message_of(&args, 0).property("TIMER_DELAY_MS"),
+            Some("2500")
+        );
+        assert!(parse(&["--delay-ms", "1", "--deliver-at", "2"]).is_err());
+        assert!(parse(&["--delay-ms", "1", "--delay-level", "2"]).is_err());
+    }
 }

@@ -1,5 +1,6 @@
-//! `comet topic create|list|route|stats|delete` (mqadmin `updateTopic`, `topicList`,
-//! `topicRoute`, `topicStatus`, `deleteTopic`).
+//! `comet topic create|list|route|stats|delete|cluster-list|update-perm` (mqadmin `updateTopic`,
+//! `topicList` (`-c` with the consuming groups), `topicRoute`, `topicStatus`, `deleteTopic`,
+//! `topicClusterList`, `updateTopicPerm`).
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
@@ -44,15 +45,26 @@ pub enum TopicCommand {
         /// Mark the topic as ordered.
         #[arg(short = 'o', long)]
         order: bool,
+        /// The 5.x message type the topic takes (`message.type` attribute, as mqadmin
+        /// `updateTopic -a +message.type=FIFO` sets it): NORMAL, FIFO, DELAY, TRANSACTION or
+        /// MIXED. Left unset when not given.
+        #[arg(long, value_parser = ["NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"])]
+        message_type: Option<String>,
     },
-    /// List every topic the name server knows.
-    List,
+    /// List every topic the name server knows; with -c, each topic's cluster and consuming
+    /// groups (retry and dead-letter topics left out).
+    List {
+        /// Also show each topic's cluster and the groups that consume it.
+        #[arg(short = 'c', long = "with-groups")]
+        with_groups: bool,
+    },
     /// Show a topic's route (brokers and queues).
     Route {
         /// Topic name.
         topic: String,
     },
     /// Show min/max offsets of every queue of a topic.
+    #[command(alias = "status")]
     Stats {
         /// Topic name.
         topic: String,
@@ -64,6 +76,19 @@ pub enum TopicCommand {
         /// Cluster name.
         #[arg(short = 'c', long, default_value = DEFAULT_CLUSTER)]
         cluster: String,
+    },
+    /// The clusters that hold queues of a topic.
+    ClusterList {
+        /// Topic name.
+        topic: String,
+    },
+    /// Set a topic's permission on every master of its route (queue counts kept).
+    UpdatePerm {
+        /// Topic name.
+        topic: String,
+        /// Permission: 2 write, 4 read, 6 read-write.
+        #[arg(short = 'p', long)]
+        perm: i32,
     },
 }
 
@@ -85,6 +110,7 @@ async fn execute(admin: &MQAdmin, command: TopicCommand, json: bool) -> Result<(
             write_queues,
             perm: permission,
             order,
+            message_type,
         } => {
             if read_queues <= 0 || write_queues <= 0 {
                 bail!("queue counts must be positive");
@@ -100,9 +126,21 @@ async fn execute(admin: &MQAdmin, command: TopicCommand, json: bool) -> Result<(
             config.perm = permission;
             config.order = order;
             config.topic_filter_type = TopicFilterType::SingleTag;
+            if let Some(kind) = message_type {
+                config.attributes.insert("message.type".to_owned(), kind);
+            }
             create(admin, &topic, &target, &config, json).await
         }
-        TopicCommand::List => list(admin, json).await,
+        TopicCommand::List { with_groups: false } => list(admin, json).await,
+        TopicCommand::List { with_groups: true } => {
+            super::topic_more::list_with_groups(admin, json).await
+        }
+        TopicCommand::ClusterList { topic } => {
+            super::topic_more::cluster_list(admin, &topic, json).await
+        }
+        TopicCommand::UpdatePerm { topic, perm } => {
+            super::topic_more::update_perm(admin, &topic, perm, json).await
+        }
         TopicCommand::Route { topic } => route(admin, &topic, json).await,
         TopicCommand::Stats { topic } => stats(admin, &topic, json).await,
         TopicCommand::Delete { topic, cluster } => delete(admin, &topic, &cluster, json).await,

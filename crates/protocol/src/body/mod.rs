@@ -6,6 +6,7 @@
 //! omitted, compact) or, on request, the standard form. Encode bodies with these functions rather
 //! than with `serde_json::to_vec`, which cannot express the fastjson key forms.
 
+pub mod acl;
 pub mod heartbeat;
 pub mod lenient;
 pub mod lock;
@@ -34,9 +35,10 @@ pub use running::{
     PopProcessQueueInfo, ProcessQueueInfo,
 };
 pub use stats::{
-    Connection, ConsumeStats, ConsumeStatsList, ConsumerConnection,
-    GetConsumerListByGroupResponseBody, GroupList, KvTable, OffsetWrapper, ProducerConnection,
-    ResetOffsetBody, TopicList, TopicOffset, TopicStatsTable,
+    BrokerStatsData, BrokerStatsItem, Connection, ConsumeStats, ConsumeStatsList,
+    ConsumerConnection, GetConsumerListByGroupResponseBody, GroupList, KvTable, OffsetWrapper,
+    ProducerConnection, ProducerInfo, ProducerTableInfo, ResetOffsetBody, SubscriptionGroupWrapper,
+    TopicList, TopicOffset, TopicStatsTable,
 };
 pub use topic::{
     DataVersion, SubscriptionGroupConfig, TopicConfig, TopicConfigSerializeWrapper,

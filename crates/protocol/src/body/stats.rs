@@ -5,7 +5,7 @@
 //! the fastjson writer so the keys come out as objects, which Java and the Go client parse (the Go
 //! client even splits the text on `,{` and `}:`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -110,6 +110,31 @@ pub struct ProducerConnection {
     pub connection_set: BTreeSet<Connection>,
 }
 
+/// One producer connection in [`ProducerTableInfo`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProducerInfo {
+    #[serde(default)]
+    pub client_id: String,
+    /// The connection's remote address as Java prints a socket address (`/ip:port`).
+    #[serde(default, rename = "remoteIP")]
+    pub remote_ip: String,
+    #[serde(default)]
+    pub language: String,
+    #[serde(default)]
+    pub version: i32,
+    #[serde(default)]
+    pub last_update_timestamp: i64,
+}
+
+/// GET_ALL_PRODUCER_INFO body: every producer connection, by producer group.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProducerTableInfo {
+    #[serde(default)]
+    pub data: BTreeMap<String, Vec<ProducerInfo>>,
+}
+
 /// GET_CONSUMER_LIST_BY_GROUP response body.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -166,6 +191,52 @@ pub struct ConsumeStatsList {
     /// Sum of every queue's `brokerOffset - pullOffset`.
     #[serde(default)]
     pub total_inflight_diff: i64,
+}
+
+/// One window of a broker statistic (VIEW_BROKER_STATS_DATA): the count in the window, its
+/// rate per second and the average time per operation.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerStatsItem {
+    /// Operations (messages) counted in the window.
+    #[serde(default)]
+    pub sum: i64,
+    /// Operations per second over the window.
+    #[serde(default)]
+    pub tps: f64,
+    /// Average time per operation, milliseconds.
+    #[serde(default)]
+    pub avgpt: f64,
+}
+
+/// VIEW_BROKER_STATS_DATA body: one statistic (`TOPIC_PUT_NUMS` of a topic, `GROUP_GET_NUMS` of
+/// `topic@group`, ...) over the last minute, hour and day.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerStatsData {
+    /// The last minute.
+    #[serde(default)]
+    pub stats_minute: BrokerStatsItem,
+    /// The last hour.
+    #[serde(default)]
+    pub stats_hour: BrokerStatsItem,
+    /// The last day.
+    #[serde(default)]
+    pub stats_day: BrokerStatsItem,
+}
+
+/// Statistic name of a topic's stored messages (`statsKey` = the topic).
+pub const STATS_TOPIC_PUT_NUMS: &str = "TOPIC_PUT_NUMS";
+/// Statistic name of a group's fetched messages (`statsKey` = `topic@group`).
+pub const STATS_GROUP_GET_NUMS: &str = "GROUP_GET_NUMS";
+
+/// GET_ALL_SUBSCRIPTIONGROUP_CONFIG body: a broker's subscription groups by name.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionGroupWrapper {
+    /// Group name → configuration.
+    #[serde(default)]
+    pub subscription_group_table: HashMap<String, super::topic::SubscriptionGroupConfig>,
 }
 
 #[cfg(test)]

@@ -202,6 +202,15 @@ command_header! {
     }
 }
 
+command_header! {
+    /// VIEW_BROKER_STATS_DATA (315): one statistic of the broker; the answer is a
+    /// BrokerStatsData body.
+    pub struct ViewBrokerStatsDataRequestHeader [rpc] {
+        req stats_name: String => "statsName",
+        req stats_key: String => "statsKey",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

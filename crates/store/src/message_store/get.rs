@@ -241,6 +241,7 @@ impl MessageStore {
         max_total_bytes: usize,
         filter: Option<&dyn MessageFilter>,
     ) -> GetMessageResult {
+        let began = std::time::Instant::now();
         let result = self.get_message_inner(
             topic,
             queue_id,
@@ -249,6 +250,7 @@ impl MessageStore {
             max_total_bytes,
             filter,
         );
+        self.stats.record_get_time(began.elapsed());
         if result.status == GetMessageStatus::Found {
             self.stats
                 .get_message_times_found

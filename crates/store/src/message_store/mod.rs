@@ -57,6 +57,41 @@ pub struct StoreStats {
     get_message_times_found: AtomicU64,
     get_message_times_miss: AtomicU64,
     get_message_transferred_msg_count: AtomicU64,
+    /// Puts by how long they took, in [`PUT_TIME_BUCKETS_MS`] (not cumulative).
+    put_time_buckets: [AtomicU64; PUT_TIME_BUCKETS_MS.len() + 1],
+    put_time_max_ms: AtomicU64,
+    get_time_max_ms: AtomicU64,
+}
+
+/// Upper bounds (inclusive, in whole milliseconds) of the put-time distribution RocketMQ's
+/// runtime info reports (`putMessageDistributeTime`: `[<=0ms]`, `[0~10ms]`, ... `[5~10s]`; the
+/// last bucket, `[10s~]`, is unbounded).
+pub const PUT_TIME_BUCKETS_MS: [u64; 12] = [
+    0, 10, 50, 100, 200, 500, 1_000, 2_000, 3_000, 4_000, 5_000, 10_000,
+];
+
+impl StoreStats {
+    /// A put that took `took` from its call to its result.
+    pub(crate) fn record_put_time(&self, took: std::time::Duration) {
+        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        let bucket = PUT_TIME_BUCKETS_MS
+            .iter()
+            .position(|b| ms <= *b)
+            .unwrap_or(PUT_TIME_BUCKETS_MS.len());
+        self.put_time_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        // A read first: a new maximum is rare, and the read leaves the cache line shared.
+        if ms > self.put_time_max_ms.load(Ordering::Relaxed) {
+            self.put_time_max_ms.fetch_max(ms, Ordering::Relaxed);
+        }
+    }
+
+    /// A read that took `took`.
+    pub(crate) fn record_get_time(&self, took: std::time::Duration) {
+        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        if ms > self.get_time_max_ms.load(Ordering::Relaxed) {
+            self.get_time_max_ms.fetch_max(ms, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The store.

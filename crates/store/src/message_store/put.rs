@@ -2,6 +2,7 @@
 //! SYNC_FLUSH, waited on until durable.
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
@@ -47,14 +48,28 @@ impl MessageStore {
     /// [`MessageStore::sync_flush_timeout`] with FLUSH_DISK_TIMEOUT (reporting it through
     /// [`MessageStore::note_flush_timeout`]).
     pub async fn put_message_with(&self, msg: MessageExt, commit: Commit) -> PutMessageResult {
+        let wait = wait_store_msg_ok(&msg.properties);
+        self.put_one(msg, commit, wait).await
+    }
+
+    /// [`MessageStore::put_message`] of a message the broker moves by itself (a delay or timer
+    /// message falling due): answered once written, never held for a SYNC_FLUSH, without a
+    /// `WAIT` property added to what is stored.
+    pub async fn put_message_unawaited(&self, msg: MessageExt) -> PutMessageResult {
+        self.put_one(msg, Commit::Now, false).await
+    }
+
+    async fn put_one(&self, msg: MessageExt, commit: Commit, wait: bool) -> PutMessageResult {
         if let Err(status) = self.check_store_status() {
             return self.failed(status);
         }
-        let wait = wait_store_msg_ok(&msg.properties);
-        match self.commit_log.put_message_with(msg, commit) {
+        let began = Instant::now();
+        let result = match self.commit_log.put_message_with(msg, commit) {
             Ok(append) => self.after_append(append, wait, commit).await,
             Err(status) => self.failed(status),
-        }
+        };
+        self.stats.record_put_time(began.elapsed());
+        result
     }
 
     /// Stores a batch as consecutive records (one segment, consecutive queue offsets).
@@ -72,14 +87,17 @@ impl MessageStore {
         if let Err(status) = self.check_store_status() {
             return self.failed(status);
         }
+        let began = Instant::now();
         let wait = batch
             .messages
             .first()
             .is_none_or(|m| wait_store_msg_ok(&m.properties));
-        match self.commit_log.put_messages_with(batch, commit) {
+        let result = match self.commit_log.put_messages_with(batch, commit) {
             Ok(append) => self.after_append(append, wait, commit).await,
             Err(status) => self.failed(status),
-        }
+        };
+        self.stats.record_put_time(began.elapsed());
+        result
     }
 
     /// Writes the records deferred puts left pending and, under ASYNC_FLUSH, dispatches them

@@ -37,6 +37,13 @@ pub struct StoreStatsSnapshot {
     pub commit_log_max_offset: i64,
     pub commit_log_flushed_offset: i64,
     pub dispatch_behind_bytes: i64,
+    /// The CommitLog flushes: count, bytes, latency.
+    pub flush: crate::flush::FlushStatsSnapshot,
+    /// Puts per bucket of [`super::PUT_TIME_BUCKETS_MS`] (not cumulative; the last is unbounded).
+    pub put_time_buckets: [u64; super::PUT_TIME_BUCKETS_MS.len() + 1],
+    /// The longest put and read so far, in milliseconds.
+    pub put_time_max_ms: u64,
+    pub get_time_max_ms: u64,
 }
 
 impl MessageStore {
@@ -170,6 +177,13 @@ impl MessageStore {
         self.get_message_store_timestamp(topic, queue_id, min)
     }
 
+    /// Store time of the oldest message kept (the first record of the CommitLog), or -1 when
+    /// the CommitLog is empty or its first record cannot be read.
+    pub fn earliest_message_time(&self) -> i64 {
+        self.lookup_message_by_offset(self.commit_log.min_offset())
+            .map_or(-1, |m| m.store_timestamp)
+    }
+
     /// Counters and positions.
     pub fn stats(&self) -> StoreStatsSnapshot {
         let s = &self.stats;
@@ -188,6 +202,12 @@ impl MessageStore {
             commit_log_max_offset: self.commit_log.max_offset(),
             commit_log_flushed_offset: self.commit_log.flushed_where(),
             dispatch_behind_bytes: self.reput.behind(),
+            flush: self.flusher.stats(),
+            put_time_buckets: std::array::from_fn(|i| {
+                s.put_time_buckets[i].load(Ordering::Relaxed)
+            }),
+            put_time_max_ms: s.put_time_max_ms.load(Ordering::Relaxed),
+            get_time_max_ms: s.get_time_max_ms.load(Ordering::Relaxed),
         }
     }
 }

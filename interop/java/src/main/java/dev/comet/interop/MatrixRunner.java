@@ -87,6 +87,8 @@ public final class MatrixRunner {
     /** The delay level of the delay scenario and the shortest delay it must have (broker default 5 s). */
     private static final int DELAY_LEVEL = 2;
     private static final long DELAY_LEVEL_MIN_MS = 5_000;
+    /** How far ahead the timer-message scenario asks for delivery. */
+    private static final long TIMER_DELAY_MS = 3_000;
     /** maxReconsumeTimes of the retry/DLQ scenario. */
     private static final int MAX_RECONSUME = 2;
     /** Name prefix of a group's retry topic (MixAll.RETRY_GROUP_TOPIC_PREFIX). */
@@ -194,6 +196,8 @@ public final class MatrixRunner {
             case "orderly" -> orderly();
             case "retry-dlq" -> retryDlq();
             case "delay-level" -> delayLevel();
+            case "timer-message" -> timerMessage();
+            case "pop-consume" -> popConsume();
             case "from-first-offset" -> fromFirstOffset();
             case "from-last-offset" -> fromLastOffset();
             case "from-timestamp" -> fromTimestamp();
@@ -526,6 +530,104 @@ public final class MatrixRunner {
         check(waited >= DELAY_LEVEL_MIN_MS, "stored in " + topic + " at least 5000 ms after birth, got " + waited + " ms");
         check(topic.equals(got.getTopic()), "delivered on the real topic, got " + got.getTopic());
         check("TagDelay".equals(got.getTags()), "tag survives the schedule topic");
+    }
+
+    /**
+     * A 5.x timer message: Message#setDeliverTimeMs (looked up by reflection, so the runner still
+     * compiles against 4.9.8, whose Message has no such method) three seconds ahead. The broker
+     * parks it and stores it in the real topic only once that time has come, so the consumer
+     * cannot receive it earlier; it keeps TIMER_DELIVER_MS and the broker's TIMER_OUT_MS.
+     */
+    private void timerMessage() throws Exception {
+        java.lang.reflect.Method setDeliverTimeMs;
+        try {
+            setDeliverTimeMs = Message.class.getMethod("setDeliverTimeMs", long.class);
+        } catch (NoSuchMethodException e) {
+            throw new IllegalStateException("this client has no Message#setDeliverTimeMs (a 5.x API)");
+        }
+        createTopic(topic);
+        Collector c = collector();
+        pushConsumer(group, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, "*", c, null);
+        DefaultMQProducer producer = producer();
+        Message m = new Message(topic, "TagTimer", "timer".getBytes(StandardCharsets.UTF_8));
+        long deliverAt = System.currentTimeMillis() + TIMER_DELAY_MS;
+        setDeliverTimeMs.invoke(m, deliverAt);
+        sendOk(producer, m);
+        c.awaitUnique(1, "timer message delivered");
+        MessageExt got = c.messages().get(0);
+        check(got.getStoreTimestamp() >= deliverAt,
+            "stored in " + topic + " at or after its delivery time, got " + (got.getStoreTimestamp() - deliverAt) + " ms after it");
+        check(topic.equals(got.getTopic()), "delivered on the real topic, got " + got.getTopic());
+        check("TagTimer".equals(got.getTags()), "tag survives the timer topic");
+        check(String.valueOf(deliverAt).equals(got.getProperty("TIMER_DELIVER_MS")),
+            "TIMER_DELIVER_MS kept, got " + got.getProperty("TIMER_DELIVER_MS"));
+        check(got.getProperty("TIMER_OUT_MS") != null, "the broker's TIMER_OUT_MS is kept");
+        // Apache stores the delivered copy with the parked record's properties string, so
+        // REAL_TOPIC stays, as do the wheel's TIMER_ENQUEUE_MS and TIMER_DEQUEUE_MS.
+        check(topic.equals(got.getProperty("REAL_TOPIC")), "REAL_TOPIC kept, got " + got.getProperty("REAL_TOPIC"));
+        check(got.getProperty("TIMER_ENQUEUE_MS") != null, "TIMER_ENQUEUE_MS set");
+        check(got.getProperty("TIMER_DEQUEUE_MS") != null, "TIMER_DEQUEUE_MS set");
+    }
+
+    /**
+     * POP consumption as {@code mqadmin setConsumeMode -m POP -q 8} sets it up: the group is
+     * switched to POP on every master, and a push consumer that leaves rebalancing to the broker
+     * (clientRebalance=false, a 5.x API reached by reflection like the mode itself) pops every
+     * message. One message fails once and must come back.
+     */
+    private void popConsume() throws Exception {
+        Class<?> modeClass;
+        java.lang.reflect.Method setClientRebalance;
+        try {
+            modeClass = Class.forName("org.apache.rocketmq.common.message.MessageRequestMode");
+            setClientRebalance = DefaultMQPushConsumer.class.getMethod("setClientRebalance", boolean.class);
+        } catch (ClassNotFoundException | NoSuchMethodException e) {
+            throw new IllegalStateException("this client has no POP consumption (a 5.x API)");
+        }
+        java.lang.reflect.Method setMode = null;
+        for (java.lang.reflect.Method m : DefaultMQAdminExt.class.getMethods()) {
+            if (m.getName().equals("setMessageRequestMode") && m.getParameterCount() == 6) {
+                setMode = m;
+            }
+        }
+        check(setMode != null, "DefaultMQAdminExt#setMessageRequestMode exists");
+        createTopic(topic);
+        DefaultMQAdminExt admin = admin();
+        @SuppressWarnings({"unchecked", "rawtypes"})
+        Object pop = Enum.valueOf((Class) modeClass, "POP");
+        int masters = 0;
+        for (var broker : admin.examineBrokerClusterInfo().getBrokerAddrTable().values()) {
+            String addr = broker.getBrokerAddrs().get(0L);
+            if (addr != null) {
+                setMode.invoke(admin, addr, topic, group, pop, 8, 10_000L);
+                masters++;
+            }
+        }
+        check(masters > 0, "the group is switched to POP on a master");
+        DefaultMQProducer producer = producer();
+        int count = 20;
+        Set<String> sent = sendNumbered(producer, "pop-", count);
+        Collector c = collector();
+        AtomicInteger failures = new AtomicInteger();
+        DefaultMQPushConsumer consumer = baseConsumer(group, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        setClientRebalance.invoke(consumer, false);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                if (body(m).equals("pop-0") && failures.getAndIncrement() == 0) {
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+            }
+            msgs.forEach(c::add);
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        startConsumer(consumer);
+        c.awaitUnique(count, "every message popped and consumed");
+        check(c.bodies().equals(sent), "consumed bodies equal the sends: " + c.bodies());
+        check(failures.get() >= 2, "the message that failed once came back, deliveries " + failures.get());
+        for (MessageExt m : c.messages()) {
+            check(m.getProperty("POP_CK") != null, body(m) + " carries its receipt handle POP_CK");
+        }
     }
 
     private void fromFirstOffset() throws Exception {

@@ -1,0 +1,297 @@
+//! AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue: what a gRPC
+//! consumer does with a message it received, run by the broker's POP code in process.
+//!
+//! Each takes the receipt handle of [`super::consumer`] and acts on the topic the message was
+//! read from (the group's POP retry topic for a redelivery, named by the handle's retry flag).
+//! A handle that does not parse or whose invisible time has ended is INVALID_RECEIPT_HANDLE. For
+//! a message the broker renews for the client ([`super::renew`]) the broker's current handle is
+//! used, whatever handle the client sends, and the renewal stops.
+//!
+//! - **AckMessage** acks each entry on its own; every entry gets its status, and the answer's
+//!   status is theirs when they agree, else MULTIPLE_RESULTS.
+//! - **ChangeInvisibleDuration** (at most 12 h) answers a new receipt handle, which later acks
+//!   and changes must use. For a FIFO handle the new handle keeps the batch's pop time (the
+//!   key of the queue's batch) and stretches its invisible time to end at the new moment.
+//! - **ForwardMessageToDeadLetterQueue** sends the message back straight to the group's
+//!   dead-letter topic `%DLQ%<group>` (CONSUMER_SEND_MSG_BACK with a negative delay level), then
+//!   acks it. The OK status's message is the remoting response code, as Apache's proxy answers.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use comet_grpc_proto::v2;
+use comet_protocol::RemotingCommand;
+use comet_protocol::code::{RequestCode, ResponseCode};
+use comet_protocol::headers::{
+    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
+    CommandHeaderExt, ConsumerSendMsgBackRequestHeader, request_with_header,
+};
+use comet_protocol::time::now_millis;
+
+use super::consumer::{GrpcReceipt, check_names, name_of};
+use super::receive::MAX_INVISIBLE;
+use super::renew::Renewals;
+use super::status;
+use crate::context::BrokerContext;
+use crate::pop::handle::{ReceiptHandle, real_topic};
+use crate::processor::answer;
+
+/// The status of a broker answer: OK on SUCCESS, else the mapped code with the remark.
+fn status_of(response: &RemotingCommand) -> v2::Status {
+    match ResponseCode::from_code(response.code) {
+        ResponseCode::Success => status::ok(),
+        code => status::of(
+            status::code_of(code),
+            response.remark.clone().unwrap_or_default(),
+        ),
+    }
+}
+
+/// The handle to act on: the one the broker holds for a message it renews (given back, so the
+/// renewal stops), else the client's, refused when it does not parse or has expired.
+async fn held_or_given(
+    renewals: &Renewals,
+    client_id: &str,
+    group: &str,
+    message_id: &str,
+    given: &str,
+) -> Result<GrpcReceipt, v2::Status> {
+    match renewals.release(client_id, group, message_id).await {
+        Some(held) => Ok(held),
+        None => GrpcReceipt::decode_live(given, now_millis()),
+    }
+}
+
+/// Acks the message of `receipt` for `group` reading `topic`.
+async fn ack_one(
+    ctx: &BrokerContext,
+    group: &str,
+    topic: &str,
+    receipt: &GrpcReceipt,
+) -> RemotingCommand {
+    let handle = &receipt.handle;
+    let header = AckMessageRequestHeader {
+        consumer_group: group.to_owned(),
+        topic: real_topic(topic, group, &handle.retry_flag),
+        queue_id: handle.queue_id,
+        extra_info: handle.encode(),
+        offset: receipt.queue_offset,
+        rpc: Default::default(),
+    };
+    let request = request_with_header(RequestCode::AckMessage, &header);
+    answer(crate::pop::ack::ack(ctx, &request).await)
+}
+
+/// AckMessage.
+pub async fn ack_message(
+    ctx: &BrokerContext,
+    renewals: &Renewals,
+    client_id: &str,
+    request: &v2::AckMessageRequest,
+) -> v2::AckMessageResponse {
+    let group = name_of(request.group.as_ref());
+    let topic = name_of(request.topic.as_ref());
+    if let Err(status) = check_names(group, topic) {
+        return v2::AckMessageResponse {
+            status: Some(status),
+            entries: Vec::new(),
+        };
+    }
+    let mut entries = Vec::with_capacity(request.entries.len());
+    for entry in &request.entries {
+        let receipt = held_or_given(
+            renewals,
+            client_id,
+            group,
+            &entry.message_id,
+            &entry.receipt_handle,
+        )
+        .await;
+        let status = match receipt {
+            Ok(receipt) => status_of(&ack_one(ctx, group, topic, &receipt).await),
+            Err(status) => status,
+        };
+        entries.push(v2::AckMessageResultEntry {
+            message_id: entry.message_id.clone(),
+            receipt_handle: entry.receipt_handle.clone(),
+            status: Some(status),
+        });
+    }
+    let codes: HashSet<i32> = entries
+        .iter()
+        .map(|e| e.status.as_ref().map_or(0, |s| s.code))
+        .collect();
+    let status = match (codes.len(), entries.first()) {
+        (1, Some(first)) => {
+            let code = first
+                .status
+                .as_ref()
+                .map_or(v2::Code::Unspecified, |s| s.code());
+            status::of(code, code.as_str_name())
+        }
+        (0, _) | (_, None) => {
+            status::of(v2::Code::InternalServerError, "ack message result is empty")
+        }
+        _ => status::of(
+            v2::Code::MultipleResults,
+            v2::Code::MultipleResults.as_str_name(),
+        ),
+    };
+    v2::AckMessageResponse {
+        status: Some(status),
+        entries,
+    }
+}
+
+/// ChangeInvisibleDuration.
+pub async fn change_invisible_duration(
+    ctx: &BrokerContext,
+    renewals: &Renewals,
+    client_id: &str,
+    request: &v2::ChangeInvisibleDurationRequest,
+) -> v2::ChangeInvisibleDurationResponse {
+    let refuse = |status| v2::ChangeInvisibleDurationResponse {
+        status: Some(status),
+        receipt_handle: String::new(),
+    };
+    let group = name_of(request.group.as_ref());
+    let topic = name_of(request.topic.as_ref());
+    if let Err(status) = check_names(group, topic) {
+        return refuse(status);
+    }
+    let invisible = request.invisible_duration.as_ref().map_or(0, |d| {
+        d.seconds
+            .saturating_mul(1000)
+            .saturating_add(i64::from(d.nanos / 1_000_000))
+    });
+    let max = i64::try_from(MAX_INVISIBLE.as_millis()).unwrap_or(i64::MAX);
+    if !(0..=max).contains(&invisible) {
+        return refuse(status::of(
+            v2::Code::IllegalInvisibleTime,
+            format!("the invisibleTime must lie within 0 and {max} ms"),
+        ));
+    }
+    let receipt = match held_or_given(
+        renewals,
+        client_id,
+        group,
+        &request.message_id,
+        &request.receipt_handle,
+    )
+    .await
+    {
+        Ok(receipt) => receipt,
+        Err(status) => return refuse(status),
+    };
+    match change(ctx, group, topic, &receipt, invisible).await {
+        Ok(renewed) => v2::ChangeInvisibleDurationResponse {
+            status: Some(status::ok()),
+            receipt_handle: renewed.encode(),
+        },
+        Err(status) => refuse(status),
+    }
+}
+
+/// Makes the message of `receipt` invisible for `invisible` ms from now; the new handle.
+pub async fn change(
+    ctx: &BrokerContext,
+    group: &str,
+    topic: &str,
+    receipt: &GrpcReceipt,
+    invisible: i64,
+) -> Result<GrpcReceipt, v2::Status> {
+    let handle = &receipt.handle;
+    let header = ChangeInvisibleTimeRequestHeader {
+        consumer_group: group.to_owned(),
+        topic: real_topic(topic, group, &handle.retry_flag),
+        queue_id: handle.queue_id,
+        extra_info: handle.encode(),
+        offset: receipt.queue_offset,
+        invisible_time: invisible,
+        rpc: Default::default(),
+    };
+    let command = request_with_header(RequestCode::ChangeMessageInvisibletime, &header);
+    let response = answer(crate::pop::ack::change_invisible(ctx, &command).await);
+    if response.code != ResponseCode::Success.code() {
+        return Err(status_of(&response));
+    }
+    let Ok(changed) = response.decode_header::<ChangeInvisibleTimeResponseHeader>() else {
+        return Err(status::of(
+            v2::Code::InternalServerError,
+            "changeInvisibleDuration failed: status is abnormal",
+        ));
+    };
+    let renewed = if handle.is_fifo() {
+        // The batch stays keyed by its pop time; the invisible time ends at the new moment.
+        let until = changed.pop_time.saturating_add(changed.invisible_time);
+        ReceiptHandle {
+            invisible_time: until.saturating_sub(handle.pop_time),
+            ..handle.clone()
+        }
+    } else {
+        ReceiptHandle {
+            ck_start_offset: receipt.queue_offset,
+            pop_time: changed.pop_time,
+            invisible_time: changed.invisible_time,
+            revive_qid: changed.revive_qid,
+            ..handle.clone()
+        }
+    };
+    Ok(GrpcReceipt::new(
+        renewed,
+        receipt.queue_offset,
+        receipt.commit_log_offset,
+    ))
+}
+
+/// ForwardMessageToDeadLetterQueue.
+pub async fn forward_to_dead_letter_queue(
+    ctx: &Arc<BrokerContext>,
+    renewals: &Renewals,
+    client_id: &str,
+    request: &v2::ForwardMessageToDeadLetterQueueRequest,
+) -> v2::Status {
+    let group = name_of(request.group.as_ref());
+    let topic = name_of(request.topic.as_ref());
+    if let Err(status) = check_names(group, topic) {
+        return status;
+    }
+    let receipt = match held_or_given(
+        renewals,
+        client_id,
+        group,
+        &request.message_id,
+        &request.receipt_handle,
+    )
+    .await
+    {
+        Ok(receipt) => receipt,
+        Err(status) => return status,
+    };
+    if receipt.commit_log_offset < 0 {
+        return status::of(
+            v2::Code::InvalidReceiptHandle,
+            "the receipt handle carries no commit-log offset",
+        );
+    }
+    let header = ConsumerSendMsgBackRequestHeader {
+        offset: receipt.commit_log_offset,
+        group: group.to_owned(),
+        delay_level: -1,
+        origin_msg_id: Some(request.message_id.clone()),
+        origin_topic: Some(topic.to_owned()),
+        unit_mode: None,
+        max_reconsume_times: None,
+        rpc: Default::default(),
+    };
+    let command = request_with_header(RequestCode::ConsumerSendMsgBack, &header);
+    let sent = answer(crate::processor::send_back::send_back(ctx, &command).await);
+    if sent.code != ResponseCode::Success.code() {
+        return status_of(&sent);
+    }
+    let acked = ack_one(ctx, group, topic, &receipt).await;
+    if acked.code != ResponseCode::Success.code() {
+        return status_of(&acked);
+    }
+    status::of(v2::Code::Ok, sent.code.to_string())
+}

@@ -1,0 +1,504 @@
+//! Timer messages: delivery at an arbitrary time (RocketMQ 5.x `TimerMessageStore`).
+//!
+//! A send carrying TIMER_DELIVER_MS (absolute), TIMER_DELAY_SEC or TIMER_DELAY_MS (relative to
+//! its arrival) is rewritten by [`transform`] into `rmq_sys_wheel_timer` queue 0, exactly as
+//! RocketMQ stores it. Two tasks then move it on, over the store's
+//! [`comet_store::timer::TimerStore`]:
+//! - *enqueue* follows the timer topic's queue and parks each message in the wheel slot of its
+//!   TIMER_OUT_MS; one whose slot has already been delivered is re-put at once;
+//! - *dequeue* collects each slot once the clock has passed it and re-puts its messages to
+//!   their real topic and queue (TIMER_ENQUEUE_MS and TIMER_DEQUEUE_MS added, every other
+//!   property kept, as Apache stores it) through the same path as delay-level
+//!   deliveries; a roll record puts its message back into the timer topic with
+//!   TIMER_ROLL_TIMES incremented, to be parked again nearer its time.
+//!
+//! A third task writes the timer checkpoint every `timerFlushIntervalMs`; a crash re-delivers
+//! what was delivered since (at-least-once). Only a master runs the tasks.
+
+pub mod transform;
+
+use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use comet_protocol::message::MessageExt;
+use comet_protocol::message::properties::keys;
+use comet_protocol::naming::TIMER_TOPIC;
+use comet_protocol::time::now_millis;
+use comet_store::consume_queue::CqUnit;
+use comet_store::timer::{DueSlot, Enqueued, TimerConfig, TimerRecord, TimerStats, TimerStore};
+use comet_store::{PutMessageStatus, StoreError};
+use tokio::task::JoinHandle;
+
+use crate::config::BrokerConfig;
+use crate::context::BrokerContext;
+use crate::schedule::{reput_copy, restore_real_topic};
+pub use transform::{TimerRules, requested_deliver_ms};
+
+/// Longest pause of the enqueue task when the timer topic has nothing new.
+pub const ENQUEUE_POLL: Duration = Duration::from_millis(100);
+/// Longest pause of the dequeue task before it looks at the clock again.
+pub const DEQUEUE_POLL: Duration = Duration::from_millis(100);
+/// Pause after a failed re-put before the same message is tried again.
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(100);
+/// Timer-topic queue units read per round.
+pub const UNITS_PER_ROUND: usize = 64;
+
+/// The remark of a refused timer message (RocketMQ's, with the configured maximum).
+pub fn illegal_remark(config: &BrokerConfig) -> String {
+    format!(
+        "timer message illegal, the delay time should not be bigger than the max delay {}ms; \
+         or if set del msg, the delay time should be bigger than the current time",
+        config.timer_max_delay_sec.saturating_mul(1000)
+    )
+}
+
+/// The recall handle the answer to a parked timer message carries (RocketMQ 5.3's
+/// `RecallMessageHandle.HandleV1`): URL-safe base64 of `v1 <real topic> <broker name>
+/// <TIMER_OUT_MS + 1> <UNIQ_KEY>`. `None` for a message the timer did not park and for one of a
+/// retry topic.
+pub fn recall_handle(broker_name: &str, parked: &MessageExt) -> Option<String> {
+    use base64::Engine;
+    let out_ms: i64 = parked.properties.get(keys::TIMER_OUT_MS)?.parse().ok()?;
+    let topic = parked.properties.get(keys::REAL_TOPIC)?;
+    if topic.starts_with(comet_protocol::naming::RETRY_GROUP_TOPIC_PREFIX) {
+        return None;
+    }
+    let id = parked.uniq_key().unwrap_or_default();
+    let raw = format!("v1 {topic} {broker_name} {} {id}", out_ms.saturating_add(1));
+    Some(base64::engine::general_purpose::URL_SAFE.encode(raw))
+}
+
+/// `timerPrecisionMs` as RocketMQ applies it: the largest of 100, 200, 500 and 1000 ms not above
+/// the configured value (100 below that).
+pub fn effective_precision_ms(configured: u64) -> i64 {
+    match configured {
+        0..200 => 100,
+        200..500 => 200,
+        500..1000 => 500,
+        _ => 1000,
+    }
+}
+
+/// Most slots of the roll window: RocketMQ's wheel spans 7 days of slots, 60 of them kept
+/// blank.
+pub const MAX_ROLL_WINDOW_SLOTS: i64 = 7 * 24 * 3600 - comet_store::timer::BLANK_SLOTS;
+
+/// `timerRollWindowSlot` as RocketMQ applies it: a value below 2 or above
+/// [`MAX_ROLL_WINDOW_SLOTS`] means that maximum.
+pub fn effective_roll_window(configured: u64) -> i64 {
+    match i64::try_from(configured) {
+        Ok(slots) if (2..=MAX_ROLL_WINDOW_SLOTS).contains(&slots) => slots,
+        _ => MAX_ROLL_WINDOW_SLOTS,
+    }
+}
+
+/// The timer wheel of a broker (see the module docs); without a store when timers are off.
+#[derive(Debug)]
+pub struct TimerMessageService {
+    rules: TimerRules,
+    store: Option<TimerStore>,
+    flush_interval: Duration,
+}
+
+impl TimerMessageService {
+    /// Opens the timer store under `root` when `timerWheelEnable` is on.
+    pub fn open(root: &Path, config: &BrokerConfig) -> Result<Self, StoreError> {
+        let precision_ms = effective_precision_ms(config.timer_precision_ms);
+        let rules = TimerRules {
+            enabled: config.timer_wheel_enable,
+            precision_ms,
+            max_delay_sec: i64::try_from(config.timer_max_delay_sec).unwrap_or(i64::MAX),
+        };
+        let store = if config.timer_wheel_enable {
+            let timer_config = TimerConfig {
+                precision_ms,
+                roll_window_slots: effective_roll_window(config.timer_roll_window_slot),
+            };
+            Some(TimerStore::open(root, timer_config, now_millis())?)
+        } else {
+            None
+        };
+        Ok(TimerMessageService {
+            rules,
+            store,
+            flush_interval: Duration::from_millis(config.timer_flush_interval_ms),
+        })
+    }
+
+    /// The send-side rewrite ([`transform::transform`]) with this broker's rules. `Ok(true)`
+    /// when the message now goes to the timer topic. `now_ms` is read only for a message that
+    /// asks for a delivery time: most sends skip the clock.
+    pub fn transform(
+        &self,
+        msg: &mut MessageExt,
+        now_ms: impl FnOnce() -> i64,
+    ) -> Result<bool, PutMessageStatus> {
+        transform::transform(msg, &self.rules, now_ms)
+    }
+
+    /// The timer store, when timers are on.
+    pub fn store(&self) -> Option<&TimerStore> {
+        self.store.as_ref()
+    }
+
+    /// The store's figures, when timers are on.
+    pub fn stats(&self) -> Option<TimerStats> {
+        self.store.as_ref().map(TimerStore::stats)
+    }
+
+    /// Writes the timer checkpoint (blocking file I/O).
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        match &self.store {
+            Some(store) => store.checkpoint().map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// Spawns the enqueue, dequeue and checkpoint tasks; none when timers are off.
+    pub fn start(self: &Arc<Self>, ctx: &Arc<BrokerContext>) -> Vec<JoinHandle<()>> {
+        if self.store.is_none() {
+            return Vec::new();
+        }
+        let mut tasks = Vec::new();
+        let shutdown = ctx.shutdown.clone();
+        let (service, weak) = (Arc::clone(self), Arc::downgrade(ctx));
+        tasks.push(tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = service.run_enqueue(weak) => {}
+            }
+        }));
+        let shutdown = ctx.shutdown.clone();
+        let (service, weak) = (Arc::clone(self), Arc::downgrade(ctx));
+        tasks.push(tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = service.run_dequeue(weak) => {}
+            }
+        }));
+        let shutdown = ctx.shutdown.clone();
+        let service = Arc::clone(self);
+        tasks.push(tokio::spawn(async move {
+            let period = service.flush_interval;
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(period) => {}
+                }
+                let service = Arc::clone(&service);
+                match tokio::task::spawn_blocking(move || service.checkpoint()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::error!(error = %e, "timer checkpoint failed"),
+                    Err(e) => tracing::error!(error = %e, "timer checkpoint task failed"),
+                }
+            }
+        }));
+        tasks
+    }
+
+    async fn run_enqueue(&self, ctx: Weak<BrokerContext>) {
+        loop {
+            let Some(ctx) = ctx.upgrade() else { return };
+            let pause = self.enqueue_available(&ctx).await;
+            drop(ctx);
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Enqueues every message of the timer topic not enqueued yet; returns how long to wait
+    /// before looking again.
+    pub async fn enqueue_available(&self, ctx: &BrokerContext) -> Duration {
+        let Some(store) = &self.store else {
+            return ENQUEUE_POLL;
+        };
+        let Some(queue) = ctx.store.consume_queues().find(TIMER_TOPIC, 0) else {
+            return ENQUEUE_POLL;
+        };
+        loop {
+            let mut offset = store.enqueue_offset();
+            let mut units: Vec<CqUnit> = Vec::with_capacity(UNITS_PER_ROUND);
+            {
+                let cq = queue.read();
+                let min = cq.min_offset();
+                if offset < min {
+                    tracing::warn!(
+                        offset,
+                        min,
+                        "timer queue offset below its min; skipping removed messages"
+                    );
+                    offset = min;
+                    store.set_enqueue_offset(min);
+                }
+                cq.read(offset, UNITS_PER_ROUND, &mut units);
+            }
+            if units.is_empty() {
+                return ENQUEUE_POLL;
+            }
+            for unit in units {
+                if let Err(pause) = self.enqueue_one(ctx, store, offset, &unit).await {
+                    return pause;
+                }
+                offset += 1;
+            }
+        }
+    }
+
+    /// Parks (or, when already due, delivers) the message of timer-queue offset `offset`.
+    async fn enqueue_one(
+        &self,
+        ctx: &BrokerContext,
+        store: &TimerStore,
+        offset: i64,
+        unit: &CqUnit,
+    ) -> Result<(), Duration> {
+        let stored = if unit.is_valid() {
+            ctx.store.lookup_message_by_offset(unit.commit_log_offset)
+        } else {
+            None
+        };
+        let Some(stored) = stored else {
+            tracing::warn!(offset, "timer message no longer in the commit log; skipped");
+            store.set_enqueue_offset(offset + 1);
+            return Ok(());
+        };
+        // A record without a readable slot time is delivered now rather than held forever.
+        let out_ms = stored
+            .properties
+            .get(keys::TIMER_OUT_MS)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(i64::MIN);
+        let enqueued = if out_ms == i64::MIN {
+            Ok(Enqueued::Due)
+        } else {
+            store.enqueue(offset, unit.commit_log_offset, unit.size, out_ms)
+        };
+        match enqueued {
+            Ok(Enqueued::Parked { .. }) => Ok(()),
+            Ok(Enqueued::Due) => {
+                let enqueue_ms = now_millis();
+                if !deliver(ctx, stored, false, enqueue_ms).await {
+                    return Err(RETRY_AFTER_FAILURE);
+                }
+                store.set_enqueue_offset(offset + 1);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(offset, error = %e, "parking a timer message failed; retrying");
+                Err(RETRY_AFTER_FAILURE)
+            }
+        }
+    }
+
+    async fn run_dequeue(&self, ctx: Weak<BrokerContext>) {
+        let mut pending: Option<(DueSlot, usize)> = None;
+        loop {
+            let Some(ctx) = ctx.upgrade() else { return };
+            let pause = self.dequeue_due(&ctx, &mut pending).await;
+            drop(ctx);
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Delivers every due slot, continuing `pending` (a slot and how many of its records were
+    /// delivered) first; returns how long to wait before looking again.
+    async fn dequeue_due(
+        &self,
+        ctx: &BrokerContext,
+        pending: &mut Option<(DueSlot, usize)>,
+    ) -> Duration {
+        let Some(store) = &self.store else {
+            return DEQUEUE_POLL;
+        };
+        loop {
+            if pending.is_none() {
+                let now = now_millis();
+                match store.collect_due(now) {
+                    Ok(Some(mut slot)) => {
+                        // The chain is newest first: deliver in arrival order.
+                        slot.records.reverse();
+                        *pending = Some((slot, 0));
+                    }
+                    Ok(None) => {
+                        let next_due = store.collect_ms() + store.config().precision_ms;
+                        let wait = u64::try_from(next_due - now).unwrap_or(0).max(1);
+                        return Duration::from_millis(wait).min(DEQUEUE_POLL);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "reading a timer slot failed");
+                        return DEQUEUE_POLL;
+                    }
+                }
+            }
+            let Some((slot, next)) = pending.as_mut() else {
+                continue;
+            };
+            while let Some(record) = slot.records.get(*next) {
+                if !deliver_record(ctx, record).await {
+                    return RETRY_AFTER_FAILURE;
+                }
+                *next += 1;
+            }
+            store.mark_delivered(slot.slot_ms);
+            *pending = None;
+        }
+    }
+}
+
+/// Delivers (or rolls) one fired record; `false` when the re-put failed and must be retried.
+async fn deliver_record(ctx: &BrokerContext, record: &TimerRecord) -> bool {
+    let Some(stored) = ctx.store.lookup_message_by_offset(record.commit_log_offset) else {
+        tracing::warn!(
+            commit_log_offset = record.commit_log_offset,
+            "timer message no longer in the commit log; skipped"
+        );
+        return true;
+    };
+    deliver(ctx, stored, record.is_roll(), now_millis()).await
+}
+
+/// Re-puts a timer-topic message: to its real topic, or back into the timer topic when
+/// `roll`. `false` when the store refused it for a reason worth a retry.
+async fn deliver(ctx: &BrokerContext, stored: MessageExt, roll: bool, enqueue_ms: i64) -> bool {
+    if stored.properties.get(keys::TIMER_DEL_UNIQKEY).is_some() && !roll {
+        // A delete marker: cancelling other timer messages is not supported, and the marker
+        // itself is never delivered.
+        return true;
+    }
+    let Some(msg) = timer_delivery(stored, roll, enqueue_ms, now_millis()) else {
+        tracing::error!("timer message without REAL_TOPIC/REAL_QID dropped");
+        return true;
+    };
+    let topic = msg.topic.clone();
+    let result = crate::processor::send::put_due_message(ctx, msg).await;
+    if result.status.is_written() {
+        if !roll {
+            ctx.traffic.record_timer(&topic, true);
+        }
+        return true;
+    }
+    if matches!(
+        result.status,
+        PutMessageStatus::MessageIllegal
+            | PutMessageStatus::PropertiesSizeExceeded
+            | PutMessageStatus::WheelTimerMsgIllegal
+            | PutMessageStatus::WheelTimerNotEnable
+    ) {
+        tracing::error!(topic = %topic, status = ?result.status, "timer message refused by the store; dropped");
+        return true;
+    }
+    tracing::error!(topic = %topic, status = ?result.status, "re-putting a timer message failed; retrying");
+    false
+}
+
+/// The message to put for a fired timer record: to the real topic and queue, or, for a roll,
+/// back to the timer topic with TIMER_ROLL_TIMES incremented. Both get TIMER_ENQUEUE_MS and
+/// TIMER_DEQUEUE_MS and keep every other property, REAL_TOPIC and REAL_QID included: Apache
+/// 5.3.3 clears those two only after it has serialized the properties it stores. `None` without
+/// a real topic.
+pub fn timer_delivery(
+    stored: MessageExt,
+    roll: bool,
+    enqueue_ms: i64,
+    dequeue_ms: i64,
+) -> Option<MessageExt> {
+    let mut msg = if roll {
+        let rolls = stored
+            .properties
+            .get(keys::TIMER_ROLL_TIMES)
+            .and_then(|r| r.parse::<i32>().ok())
+            .unwrap_or(0);
+        let mut msg = reput_copy(stored, TIMER_TOPIC.to_owned(), 0);
+        msg.properties
+            .insert(keys::TIMER_ROLL_TIMES, rolls.saturating_add(1).to_string());
+        msg
+    } else {
+        restore_real_topic(stored)?
+    };
+    msg.properties
+        .insert(keys::TIMER_ENQUEUE_MS, enqueue_ms.to_string());
+    msg.properties
+        .insert(keys::TIMER_DEQUEUE_MS, dequeue_ms.to_string());
+    Some(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn parked() -> MessageExt {
+        let mut m = MessageExt::new(TIMER_TOPIC, Bytes::from_static(b"x"));
+        m.properties.insert(keys::REAL_TOPIC, "T");
+        m.properties.insert(keys::REAL_QUEUE_ID, "2");
+        m.properties.insert(keys::TIMER_OUT_MS, "5000");
+        m.properties.insert(keys::TIMER_DELAY_MS, "3000");
+        m.properties.insert(keys::TAGS, "a");
+        m
+    }
+
+    #[test]
+    fn delivery_goes_to_the_real_topic_and_stamps_the_times() {
+        let msg = timer_delivery(parked(), false, 11, 22).unwrap();
+        assert_eq!((msg.topic.as_str(), msg.queue_id), ("T", 2));
+        assert_eq!(msg.properties.get(keys::REAL_TOPIC), Some("T"));
+        assert_eq!(msg.properties.get(keys::REAL_QUEUE_ID), Some("2"));
+        assert_eq!(msg.properties.get(keys::TIMER_OUT_MS), Some("5000"));
+        assert_eq!(msg.properties.get(keys::TIMER_DELAY_MS), Some("3000"));
+        assert_eq!(msg.properties.get(keys::TIMER_ENQUEUE_MS), Some("11"));
+        assert_eq!(msg.properties.get(keys::TIMER_DEQUEUE_MS), Some("22"));
+        assert_eq!(msg.tags(), Some("a"));
+        // Stored as Apache stores it: the put does not wait, but no WAIT property says so.
+        assert_eq!(msg.properties.get(keys::WAIT_STORE_MSG_OK), None);
+    }
+
+    #[test]
+    fn a_roll_goes_back_to_the_timer_topic() {
+        let msg = timer_delivery(parked(), true, 1, 2).unwrap();
+        assert_eq!((msg.topic.as_str(), msg.queue_id), (TIMER_TOPIC, 0));
+        assert_eq!(msg.properties.get(keys::TIMER_ROLL_TIMES), Some("1"));
+        assert_eq!(msg.properties.get(keys::REAL_TOPIC), Some("T"));
+        assert_eq!(msg.properties.get(keys::WAIT_STORE_MSG_OK), None);
+        let again = timer_delivery(msg, true, 1, 2).unwrap();
+        assert_eq!(again.properties.get(keys::TIMER_ROLL_TIMES), Some("2"));
+    }
+
+    #[test]
+    fn the_recall_handle_is_apaches() {
+        let mut m = parked();
+        m.properties.insert(keys::UNIQ_KEY, "ID1");
+        let handle = recall_handle("broker-a", &m).unwrap();
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::URL_SAFE
+            .decode(handle)
+            .unwrap();
+        assert_eq!(String::from_utf8(raw).unwrap(), "v1 T broker-a 5001 ID1");
+        m.properties.insert(keys::REAL_TOPIC, "%RETRY%g");
+        assert_eq!(recall_handle("broker-a", &m), None);
+        m.properties.remove(keys::TIMER_OUT_MS);
+        assert_eq!(recall_handle("broker-a", &m), None);
+    }
+
+    #[test]
+    fn an_out_of_range_roll_window_means_the_whole_wheel() {
+        assert_eq!(effective_roll_window(2), 2);
+        assert_eq!(effective_roll_window(172_800), 172_800);
+        assert_eq!(effective_roll_window(1), MAX_ROLL_WINDOW_SLOTS);
+        assert_eq!(effective_roll_window(10_000_000), MAX_ROLL_WINDOW_SLOTS);
+    }
+
+    #[test]
+    fn the_precision_snaps_to_apaches_candidates() {
+        let snapped: Vec<i64> = [1, 150, 200, 499, 500, 999, 1000, 5000]
+            .into_iter()
+            .map(effective_precision_ms)
+            .collect();
+        assert_eq!(snapped, vec![100, 100, 200, 200, 500, 500, 1000, 1000]);
+    }
+
+    #[test]
+    fn the_refusal_remark_names_the_maximum() {
+        let config = BrokerConfig::default();
+        assert!(illegal_remark(&config).contains("max delay 259200000ms"));
+    }
+}

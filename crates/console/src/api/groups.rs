@@ -1,0 +1,292 @@
+//! Consumer groups (list, detail, offset reset including offline groups, skip backlog, delete)
+//! and producer connections.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use comet_client::ClientError;
+use comet_client::admin::RESET_TO_END;
+use comet_protocol::naming;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Params, check_group, check_topic, parse_json};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Groups whose figures are asked for at once when a page of the list is built.
+const LIST_CONCURRENCY: usize = 8;
+
+pub(super) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/groups", get(list))
+        .route("/api/groups/{group}", get(detail).delete(delete))
+        .route("/api/groups/{group}/reset", post(reset))
+        .route("/api/groups/{group}/skip", post(skip))
+        .route("/api/producers", get(producers))
+}
+
+/// Groups the brokers create for themselves.
+fn is_system_group(group: &str) -> bool {
+    const SYSTEM: &[&str] = &[
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+        "CID_RMQ_SYS_TRANS",
+        "CID_SYS_RMQ_TRANS",
+    ];
+    SYSTEM.contains(&group) || group.starts_with("CID_RMQ_SYS_")
+}
+
+async fn list(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let params = Params(q);
+    let paging = params.paging()?;
+    let kind = params.text("type")?.unwrap_or("all");
+    if !["all", "user", "system"].contains(&kind) {
+        return Err(ApiError::bad_request(format!(
+            "type must be all, user or system, got {kind:?}"
+        )));
+    }
+    let filter = params.text("q")?.map(str::to_lowercase);
+    let groups: Vec<String> = state
+        .admin
+        .group_list()
+        .await?
+        .into_iter()
+        .filter(|g| match kind {
+            "user" => !is_system_group(g),
+            "system" => is_system_group(g),
+            _ => true,
+        })
+        .filter(|g| filter.as_ref().is_none_or(|f| g.to_lowercase().contains(f)))
+        .collect();
+    let page = paging.slice(&groups);
+    let admin = &state.admin;
+    let items: Vec<Value> = futures::stream::iter(page)
+        .map(|group| async move {
+            let (stats, conn) = futures::join!(
+                admin.consume_stats(&group, None),
+                admin.consumer_connections(&group)
+            );
+            let (lag, tps) = match &stats {
+                Ok(s) => (Some(s.diff_total()), Some(s.consume_tps)),
+                Err(_) => (None, None),
+            };
+            let clients = conn.map(|c| c.connection_set.len()).unwrap_or(0);
+            json!({
+                "group": group, "system": is_system_group(&group),
+                "lag": lag, "consumeTps": tps, "clients": clients,
+            })
+        })
+        .buffered(LIST_CONCURRENCY)
+        .collect()
+        .await;
+    Ok(Json(paging.wrap(groups.len(), items)))
+}
+
+async fn detail(
+    State(state): State<Arc<AppState>>,
+    Path(group): Path<String>,
+) -> ApiResult<Json<Value>> {
+    check_group(&group)?;
+    let known = state.admin.group_list().await?;
+    let (connections, subscriptions, online_error) =
+        match state.admin.consumer_connections(&group).await {
+            Ok(conn) => {
+                let subs: Vec<Value> = conn
+                    .subscription_table
+                    .values()
+                    .map(|s| {
+                        json!({
+                            "topic": s.topic, "expression": s.sub_string,
+                            "type": s.expression_type, "subVersion": s.sub_version,
+                        })
+                    })
+                    .collect();
+                let clients: Vec<Value> = conn
+                    .connection_set
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "clientId": c.client_id, "clientAddr": c.client_addr,
+                            "language": c.language, "version": c.version,
+                        })
+                    })
+                    .collect();
+                (clients, subs, None)
+            }
+            Err(e) => (Vec::new(), Vec::new(), Some(e.to_string())),
+        };
+    let progress = match state.admin.consumer_progress(&group, None).await {
+        Ok(lines) => lines,
+        Err(ClientError::Broker { .. }) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    if !known.contains(&group) && progress.is_empty() && connections.is_empty() {
+        return Err(ApiError::not_found(format!(
+            "no consumer group named {group:?}"
+        )));
+    }
+    let total_lag: i64 = progress.iter().map(|p| p.lag()).sum();
+    let mut topics: Vec<String> = progress.iter().map(|p| p.queue.topic.clone()).collect();
+    topics.dedup();
+    let queues: Vec<Value> = progress
+        .iter()
+        .map(|p| {
+            json!({
+                "topic": p.queue.topic, "brokerName": p.queue.broker_name,
+                "queueId": p.queue.queue_id, "brokerOffset": p.broker_offset,
+                "consumerOffset": p.consumer_offset, "lag": p.lag(),
+                "lastTimestamp": p.last_timestamp,
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "group": group,
+        "online": online_error.is_none(),
+        "offlineReason": online_error,
+        "clients": connections,
+        "subscriptions": subscriptions,
+        "topics": topics,
+        "queues": queues,
+        "lag": total_lag,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ResetForm {
+    topic: String,
+    /// Milliseconds since the epoch.
+    timestamp: i64,
+    #[serde(default = "yes")]
+    force: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SkipForm {
+    topic: String,
+}
+
+/// Resets `group`'s offsets of `topic` (see [`comet_client::admin::window`]); `timestamp` -1
+/// skips the backlog.
+async fn do_reset(
+    state: &AppState,
+    group: &str,
+    topic: &str,
+    timestamp: i64,
+    force: bool,
+) -> ApiResult<Json<Value>> {
+    check_group(group)?;
+    check_topic(topic)?;
+    if naming::is_retry_or_dlq(topic) {
+        return Err(ApiError::bad_request(
+            "reset the group's own topics, not retry or DLQ topics",
+        ));
+    }
+    state.admin.topic_route(topic).await?;
+    let outcome = state
+        .admin
+        .reset_offset(group, topic, timestamp, force)
+        .await?;
+    let mut queues: Vec<Value> = outcome
+        .offsets
+        .iter()
+        .map(|(mq, offset)| json!({ "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": offset }))
+        .collect();
+    queues.sort_by_key(|q| (q["brokerName"].to_string(), q["queueId"].as_i64()));
+    tracing::info!(group, topic, timestamp, "console: offsets reset");
+    Ok(Json(json!({
+        "group": group, "topic": topic, "queues": queues,
+        "committedOffline": outcome.offline,
+    })))
+}
+
+async fn reset(
+    State(state): State<Arc<AppState>>,
+    Path(group): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let form: ResetForm = parse_json(&body)?;
+    if form.timestamp < 0 {
+        return Err(ApiError::bad_request(
+            "timestamp must be milliseconds since the epoch",
+        ));
+    }
+    do_reset(&state, &group, &form.topic, form.timestamp, form.force).await
+}
+
+async fn skip(
+    State(state): State<Arc<AppState>>,
+    Path(group): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let form: SkipForm = parse_json(&body)?;
+    do_reset(&state, &group, &form.topic, RESET_TO_END, true).await
+}
+
+async fn delete(
+    State(state): State<Arc<AppState>>,
+    Path(group): Path<String>,
+) -> ApiResult<Json<Value>> {
+    check_group(&group)?;
+    if !state.admin.group_list().await?.contains(&group) {
+        return Err(ApiError::not_found(format!(
+            "no consumer group named {group:?}"
+        )));
+    }
+    state.admin.delete_group(&group, true).await?;
+    tracing::info!(group, "console: group deleted");
+    Ok(Json(json!({ "group": group })))
+}
+
+async fn producers(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let params = Params(q);
+    let group = params.required("group")?;
+    let topic = params.required("topic")?;
+    check_group(group)?;
+    check_topic(topic)?;
+    // A group with no producer connected on any master is an empty list here, not an error.
+    let conn = match state.admin.producer_connections(group, topic).await {
+        Ok(conn) => conn,
+        Err(comet_client::ClientError::Broker { .. } | comet_client::ClientError::Client(_)) => {
+            comet_protocol::body::ProducerConnection::default()
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let clients: Vec<Value> = conn
+        .connection_set
+        .iter()
+        .map(|c| {
+            json!({
+                "clientId": c.client_id, "clientAddr": c.client_addr,
+                "language": c.language, "version": c.version,
+            })
+        })
+        .collect();
+    Ok(Json(
+        json!({ "group": group, "topic": topic, "clients": clients }),
+    ))
+}

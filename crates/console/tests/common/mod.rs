@@ -1,0 +1,315 @@
+//! Harness of the console tests: a real name server and broker on 127.0.0.1 (ephemeral ports, a
+//! temporary directory) and the console's router over them, driven request by request with
+//! `tower::ServiceExt::oneshot`.
+//!
+//! Nothing sleeps to synchronize: asynchronous effects are awaited with [`wait_until`] under a
+//! deadline, so a bug fails a test instead of hanging it.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use comet_broker::{BrokerConfig, BrokerController, BrokerHandle};
+use comet_client::ClientConfig;
+use comet_console::{AppState, ConsoleConfig};
+use comet_namesrv::{NameServer, NameServerHandle, NamesrvConfig};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tempfile::TempDir;
+use tower::ServiceExt;
+
+/// Longest wait for an asynchronous effect.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+/// The admin password the tests configure.
+pub const ADMIN_PASSWORD: &str = "admin-password-1";
+/// The viewer password the tests configure.
+pub const VIEWER_PASSWORD: &str = "viewer-password-1";
+
+/// Polls `condition` every 50 ms until it holds; panics with `what` after [`DEADLINE`].
+pub async fn wait_until<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if condition().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls `probe` every 50 ms until it yields a value; panics with `what` after [`DEADLINE`].
+pub async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A name server, a broker and a console over them.
+pub struct Env {
+    pub namesrv: NameServerHandle,
+    pub broker: BrokerHandle,
+    pub state: Arc<AppState>,
+    pub router: Router,
+    pub dir: TempDir,
+}
+
+/// An answer: status, headers and the body as JSON (`Value::Null` when it is not JSON).
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub json: Value,
+    pub text: String,
+}
+
+/// A logged-in session: its cookie and CSRF token.
+#[derive(Clone)]
+pub struct Login {
+    pub cookie: String,
+    pub csrf: String,
+}
+
+impl Env {
+    /// A cluster and a console with the test passwords and `tweak` applied to its config.
+    pub async fn start(tweak: impl FnOnce(&mut ConsoleConfig)) -> Env {
+        Self::start_with(|_| {}, tweak).await
+    }
+
+    /// As [`Env::start`], with `broker_tweak` applied to the broker's config too.
+    pub async fn start_with(
+        broker_tweak: impl FnOnce(&mut BrokerConfig),
+        tweak: impl FnOnce(&mut ConsoleConfig),
+    ) -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let namesrv = NameServer::start(NamesrvConfig::new(
+            "127.0.0.1:0",
+            dir.path().join("namesrv"),
+        ))
+        .await
+        .expect("name server starts");
+        let mut config = BrokerConfig {
+            bind_address: "127.0.0.1".parse().expect("literal IP"),
+            listen_port: 0,
+            store_path_root_dir: dir.path().join("store"),
+            mapped_file_size_commit_log: 4 * 1024 * 1024,
+            mapped_file_size_consume_queue: 1000 * 20,
+            max_hash_slot_num: 1000,
+            max_index_num: 4000,
+            flush_interval_commit_log_ms: 50,
+            flush_interval_consume_queue_ms: 100,
+            flush_consumer_offset_interval_ms: 200,
+            namesrv_addr: vec![namesrv.local_addr().to_string()],
+            ..BrokerConfig::default()
+        };
+        broker_tweak(&mut config);
+        let broker = BrokerController::start(config)
+            .await
+            .expect("broker starts");
+        broker.register_now().await;
+        let mut console = ConsoleConfig {
+            password: Some(ADMIN_PASSWORD.to_owned()),
+            read_only_password: Some(VIEWER_PASSWORD.to_owned()),
+            data_dir: dir.path().join("console"),
+            port: 0,
+            ..ConsoleConfig::default()
+        };
+        tweak(&mut console);
+        // Frequent heartbeats, so the console's producer shows in producer connections quickly.
+        let mut client = ClientConfig::new(namesrv.local_addr().to_string());
+        client.heartbeat_broker_interval = Duration::from_millis(200);
+        let (state, _) = comet_console::build_state(console, client).expect("console state");
+        let router = comet_console::router(state.clone());
+        Env {
+            namesrv,
+            broker,
+            state,
+            router,
+            dir,
+        }
+    }
+
+    pub fn broker_addr(&self) -> String {
+        self.broker.local_addr().to_string()
+    }
+
+    /// One request through the router.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        login: Option<&Login>,
+        csrf: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> Answer {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(login) = login {
+            request = request.header(header::COOKIE, &login.cookie);
+        }
+        if let Some(token) = csrf {
+            request = request.header("x-csrf-token", token);
+        }
+        if body.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        let request = request
+            .body(Body::from(body.unwrap_or_default()))
+            .expect("request");
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("router answers");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Answer {
+            status,
+            headers,
+            json,
+            text,
+        }
+    }
+
+    /// GET as `login`.
+    pub async fn get(&self, path: &str, login: &Login) -> Answer {
+        self.call(Method::GET, path, Some(login), None, None).await
+    }
+
+    /// A write as `login`, with its CSRF token.
+    pub async fn write(&self, method: Method, path: &str, login: &Login, body: Value) -> Answer {
+        let body = serde_json::to_vec(&body).expect("json");
+        self.call(method, path, Some(login), Some(&login.csrf), Some(body))
+            .await
+    }
+
+    /// Logs in; the answer, and the session when it succeeded.
+    pub async fn try_login(&self, user: &str, password: &str) -> (Answer, Option<Login>) {
+        let body = serde_json::json!({ "user": user, "password": password });
+        let answer = self
+            .call(
+                Method::POST,
+                "/api/login",
+                None,
+                None,
+                Some(serde_json::to_vec(&body).expect("json")),
+            )
+            .await;
+        let cookie = answer
+            .headers
+            .get(header::SET_COOKIE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(str::to_owned);
+        let login = match (answer.status, cookie) {
+            (StatusCode::OK, Some(cookie)) => Some(Login {
+                cookie,
+                csrf: answer.json["csrf"].as_str().unwrap_or_default().to_owned(),
+            }),
+            _ => None,
+        };
+        (answer, login)
+    }
+
+    /// Logs in as `admin`.
+    pub async fn admin(&self) -> Login {
+        self.try_login("admin", ADMIN_PASSWORD)
+            .await
+            .1
+            .expect("admin logs in")
+    }
+
+    /// Creates `topic` through the console and waits until the name server routes it.
+    pub async fn create_topic(&self, login: &Login, topic: &str, queues: i32) {
+        let answer = self
+            .write(
+                Method::POST,
+                "/api/topics",
+                login,
+                serde_json::json!({ "topic": topic, "readQueueNums": queues, "writeQueueNums": queues }),
+            )
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "create {topic}: {}",
+            answer.text
+        );
+        self.broker.register_now().await;
+        let admin = &self.state.admin;
+        wait_until("the topic's route", || async {
+            admin.topic_route(topic).await.is_ok()
+        })
+        .await;
+    }
+
+    /// Sends a test message through the console; returns its answer.
+    pub async fn send(&self, login: &Login, topic: &str, body: Value) -> Answer {
+        let path = format!("/api/topics/{}/messages", encode(topic));
+        self.write(Method::POST, &path, login, body).await
+    }
+
+    /// The group's committed offset of a queue on the broker (-1 if none).
+    pub fn committed_offset(&self, group: &str, topic: &str, queue_id: i32) -> i64 {
+        self.broker
+            .context()
+            .consumer_offsets
+            .query_offset(group, topic, queue_id)
+    }
+
+    /// Creates the subscription group `group` on the broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP),
+    /// as an operator does before a group commits offsets.
+    pub async fn create_group(&self, group: &str) {
+        let admin = &self.state.admin;
+        let mut request = admin
+            .api()
+            .request(comet_protocol::code::RequestCode::UpdateAndCreateSubscriptiongroup);
+        let body = serde_json::json!({ "groupName": group }).to_string();
+        request.body = Some(body.into_bytes().into());
+        admin
+            .api()
+            .invoke_success(&self.broker_addr(), request, admin.timeout())
+            .await
+            .expect("group created");
+    }
+
+    /// Whether the name server routes `topic`.
+    pub async fn topic_exists(&self, topic: &str) -> bool {
+        self.state.admin.topic_route(topic).await.is_ok()
+    }
+}
+
+/// Percent-encodes the characters of topic and group names a path cannot hold as they are.
+pub fn encode(name: &str) -> String {
+    name.replace('%', "%25").replace('|', "%7C")
+}

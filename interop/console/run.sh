@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The web console in a real browser (headless Chromium driven by Playwright):
+#
+#   1. `comet serve` on ephemeral ports; the console's generated password is read from its
+#      stderr (printed once at first start).
+#   2. The CLI prepares a topic with messages, a group that consumed them and went offline, and a
+#      dead-letter topic.
+#   3. interop/console/browser.mjs logs in, loads every page without a browser console error,
+#      creates a topic, resets the offline group's offsets by time, sends messages whose body, key
+#      and property hold script tags (they must show as text, and no dialog may fire), re-sends a
+#      dead letter, and writes a 1280x800 screenshot of each page to $OUT.
+#   4. The CLI checks each write: `comet topic list`, `comet group progress`, `comet msg by-key`.
+#   5. Apache RocketMQ 5.3.3 (interop/apache/run.sh) with `comet console -n <its name server>`:
+#      the browser loads the read pages and creates a topic, which `comet topic list` then shows.
+#      CONSOLE_APACHE=0 skips this part.
+#
+#   interop/console/run.sh
+#
+# Installs chromium and nodejs/npm with apt-get when missing (as root) and playwright-core into
+# ~/.cache/comet-console-test (never into the repo). Env: COMET_BIN [target/debug/comet], OUT
+# [target/console-screenshots; the screenshots], CONSOLE_WAIT [60] seconds any wait may take,
+# KEEP_WORKDIR=1 keeps the logs.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+APACHE="$ROOT/interop/apache/run.sh"
+COMET_BIN="${COMET_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/comet}"
+WAIT="${CONSOLE_WAIT:-60}"
+PLAYWRIGHT_VERSION=1.64.1
+PLAYWRIGHT_DIR="$HOME/.cache/comet-console-test"
+WORK="$(mktemp -d -t comet-console.XXXXXX)"
+OUT="${OUT:-${CARGO_TARGET_DIR:-$ROOT/target}/console-screenshots}"
+T0=$SECONDS
+
+log() { echo "== console: $* ($((SECONDS - T0))s)"; }
+die() { echo "console: $*" >&2; exit 1; }
+
+SERVE_PID=
+CONSOLE_PID=
+apache_started=0
+cleanup() {
+    [[ -n $SERVE_PID ]] && kill -TERM "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null || true
+    [[ -n $CONSOLE_PID ]] && kill -TERM "$CONSOLE_PID" 2>/dev/null && wait "$CONSOLE_PID" 2>/dev/null || true
+    ((apache_started)) && "$APACHE" kill "$WORK/apache" >/dev/null 2>&1 || true
+    if [[ "${KEEP_WORKDIR:-0}" == 1 ]]; then
+        echo "console: work directory kept: $WORK"
+    else
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+
+ensure_tools() {
+    local missing=()
+    [[ -x /usr/bin/chromium ]] || missing+=(chromium)
+    command -v node >/dev/null || missing+=(nodejs)
+    command -v npm >/dev/null || missing+=(npm)
+    if ((${#missing[@]})); then
+        echo "console: installing ${missing[*]} (apt-get)"
+        local sudo=()
+        [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+        "${sudo[@]}" apt-get update -q
+        DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "${missing[@]}"
+    fi
+    if [[ ! -f "$PLAYWRIGHT_DIR/node_modules/playwright-core/package.json" ]] ||
+        ! grep -q "\"version\": \"$PLAYWRIGHT_VERSION\"" "$PLAYWRIGHT_DIR/node_modules/playwright-core/package.json"; then
+        mkdir -p "$PLAYWRIGHT_DIR"
+        (cd "$PLAYWRIGHT_DIR" && npm install --no-audit --no-fund --silent "playwright-core@$PLAYWRIGHT_VERSION")
+    fi
+}
+
+json_field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
+# Polls `$@` every half second until it succeeds; fails the suite after $WAIT seconds.
+wait_for() {
+    local what=$1 deadline=$((SECONDS + WAIT))
+    shift
+    until "$@"; do
+        ((SECONDS < deadline)) || die "timed out after ${WAIT}s waiting for $what"
+        sleep 0.5
+    done
+}
+
+ensure_tools
+[[ -x "$COMET_BIN" ]] || die "no comet binary at $COMET_BIN (cargo build -p comet)"
+mkdir -p "$OUT"
+rm -f "$OUT"/*.png
+
+log "comet serve (console on, ephemeral ports)"
+"$COMET_BIN" serve --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$WORK/data" \
+    --ready-file "$WORK/ready.json" >"$WORK/serve.log" 2>&1 &
+SERVE_PID=$!
+wait_for "comet serve" test -s "$WORK/ready.json"
+NAMESRV="$(json_field "$WORK/ready.json" namesrv)"
+BROKER="$(json_field "$WORK/ready.json" broker)"
+CONSOLE="$(json_field "$WORK/ready.json" console)"
+PASSWORD="$(sed -n "s/.*generated password for user 'admin': \([^ ]*\) .*/\1/p" "$WORK/serve.log" | head -1)"
+[[ -n $PASSWORD ]] || die "no generated password in the serve log"
+export NAMESRV_ADDR=$NAMESRV
+
+log "cluster data: ConsoleOrders, an offline group, a DLQ topic"
+"$COMET_BIN" topic create ConsoleOrders -b "$BROKER" -r 2 -w 2 >/dev/null
+"$COMET_BIN" topic create '%DLQ%console_dead' -b "$BROKER" -r 1 -w 1 >/dev/null
+"$COMET_BIN" produce ConsoleOrders --count 10 --body "order {i}" --keys order >/dev/null
+timeout "$WAIT" "$COMET_BIN" consume ConsoleOrders -g console_offline --from first --count 10 >/dev/null
+progress_lag() { "$COMET_BIN" group progress console_offline -t ConsoleOrders --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["diffTotal"])'; }
+lag_is() { [[ "$(progress_lag 2>/dev/null)" == "$1" ]]; }
+wait_for "console_offline's committed offsets" lag_is 0
+
+log "browser"
+CONSOLE_URL="http://$CONSOLE" CONSOLE_PASSWORD="$PASSWORD" OUT="$OUT" PLAYWRIGHT_DIR="$PLAYWRIGHT_DIR" \
+    timeout 150 node "$HERE/browser.mjs"
+
+log "the writes, seen through the CLI"
+"$COMET_BIN" topic list | grep -qx 'ConsoleCreated' || die "comet topic list lacks ConsoleCreated"
+# The reset to a time before the first message puts every queue back to its start: the 10
+# consumed messages (and the one the browser sent since) are lag again.
+lag_at_least() { local lag; lag="$(progress_lag 2>/dev/null)" && ((lag >= 10)); }
+wait_for "console_offline's reset offsets" lag_at_least
+resent() { "$COMET_BIN" msg by-key ConsoleOrders dlq-key-1 --json 2>/dev/null | grep -q 'dead letter body'; }
+wait_for "the re-sent dead letter on ConsoleOrders" resent
+grep -q '"console"' "$WORK/ready.json" || die "the ready file does not name the console"
+kill -TERM "$SERVE_PID" && wait "$SERVE_PID" || true
+SERVE_PID=
+
+if [[ "${CONSOLE_APACHE:-1}" != 0 ]]; then
+    log "Apache RocketMQ 5.3.3 and comet console -n"
+    apache_started=1
+    "$APACHE" start "$WORK/apache" >"$WORK/apache-start.out" 2>&1 || die "Apache RocketMQ did not start"
+    APACHE_NAMESRV="$(sed -n 's/^NAMESRV_ADDR=//p' "$WORK/apache/env")"
+    PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    "$COMET_BIN" console -n "$APACHE_NAMESRV" --listen "127.0.0.1:$PORT" --data-dir "$WORK/data/apache-console" \
+        --set consolePassword=apache-console-pw >"$WORK/console-apache.log" 2>&1 &
+    CONSOLE_PID=$!
+    wait_for "comet console" python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$PORT"
+    MODE=apache CONSOLE_URL="http://127.0.0.1:$PORT" CONSOLE_PASSWORD=apache-console-pw OUT="$OUT" \
+        PLAYWRIGHT_DIR="$PLAYWRIGHT_DIR" timeout 120 node "$HERE/browser.mjs"
+    "$COMET_BIN" topic list -n "$APACHE_NAMESRV" | grep -qx 'ConsoleApacheCreated' ||
+        die "Apache's name server does not list ConsoleApacheCreated"
+fi
+ls "$OUT"/*.png >/dev/null || die "no screenshot"
+log "ok: $(ls "$OUT" | grep -c png) screenshots in $OUT"
