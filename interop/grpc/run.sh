@@ -21,7 +21,13 @@
 #      retried before the next); it checks ids, delivery attempts and order itself. Last, a
 #      SimpleConsumer of a group with retryMaxTimes 1 never acks: every message must be delivered
 #      twice, then land in %DLQ%<group> (read back by `comet consume`) and not come back.
-#   5. Unless APACHE=0: the same producer and consumer against Apache RocketMQ 5.3.3's proxy in
+#   5. ACL on: a second server that checks credentials (Comet: `comet serve` with aclEnable and a
+#      plain_acl.yml of an ordinary account granted PUB|SUB on the topic; Apache: the proxy with
+#      authenticationEnabled and the account as its broker's initial user). The producer and a
+#      SimpleConsumer signed with the account send and consume COUNT messages (checked as in
+#      step 4); the producer signed with a wrong secret key, and unsigned, must be refused with
+#      UNAUTHORIZED (response code 40100).
+#   6. Unless APACHE=0: the same producer and consumer against Apache RocketMQ 5.3.3's proxy in
 #      local mode (its name server, and the proxy with its embedded broker), so the checks
 #      themselves are known to hold for Apache; then the property names stored by both must be
 #      the same.
@@ -30,8 +36,8 @@
 #
 # Needs java 17+, mvn and python3. Env: COMET_BIN [target/debug/comet, built if missing],
 # COUNT [50] messages, DELAY_MS [3000] of the timer messages, APACHE [1], COMET [1] (0 runs only
-# Apache's side), CONSUMERS_ONLY=1 runs only step 4, JAVA_HEAP [512m], KEEP_WORKDIR=1 keeps logs
-# and outputs.
+# Apache's side), CONSUMERS_ONLY=1 runs only step 4, ACL_ONLY=1 only step 5, JAVA_HEAP [512m],
+# KEEP_WORKDIR=1 keeps logs and outputs.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,6 +50,7 @@ TX_CHECK_MS="${TX_CHECK_MS:-3000}"
 APACHE="${APACHE:-1}"
 COMET="${COMET:-1}"
 CONSUMERS_ONLY="${CONSUMERS_ONLY:-}"
+ACL_ONLY="${ACL_ONLY:-}"
 JAVA_HEAP="${JAVA_HEAP:-512m}"
 WAIT=90
 WORK="$(mktemp -d -t comet-grpc.XXXXXX)"
@@ -168,8 +175,109 @@ dlq_and_check() {
     log "$name: every message dead-lettered after 2 attempts in $((SECONDS - t0))s"
 }
 
+# The ACL account of step 5, and Comet's admin account that creates its topic.
+ACL_USER="grpcUser:grpcSecret123"
+ACL_ADMIN="grpcAdmin:grpcAdminSecret"
+ACL_TOPIC="GrpcInteropAcl"
+
+# ACL: with the account ACL_USER, the SDK's producer sends COUNT messages to gRPC endpoint $1
+# (topic ACL_TOPIC) and its SimpleConsumer consumes them (group GrpcConsumer$2, checked as in
+# consume_and_check); then a producer signed with a wrong secret key and an unsigned one must both
+# fail with UNAUTHORIZED (40100); $2 names the run.
+acl_and_check() {
+    local endpoint="$1" name="$2" access_key="${ACL_USER%%:*}" secret_key="${ACL_USER#*:}"
+    local cp="$HERE/target/classes:$(cat "$HERE/target/classpath.txt")" bad ak sk
+    log "$name: producing and consuming $COUNT messages signed as $access_key"
+    GRPC_ACCESS_KEY="$access_key" GRPC_SECRET_KEY="$secret_key" timeout 120 java -Xmx256m \
+        -cp "$cp" dev.comet.interop.GrpcProducer "$endpoint" "$ACL_TOPIC" "$COUNT" tls \
+        >"$WORK/$name.sent" 2>"$WORK/$name.producer.log" ||
+        { tail -20 "$WORK/$name.producer.log" >&2; die "$name: the signed producer failed"; }
+    GRPC_ACCESS_KEY="$access_key" GRPC_SECRET_KEY="$secret_key" timeout 120 java -Xmx256m \
+        -cp "$cp" dev.comet.interop.GrpcConsumer simple "$endpoint" "$ACL_TOPIC" \
+        "GrpcConsumer$name" "$WORK/$name.sent" 60 \
+        >"$WORK/$name.result" 2>"$WORK/$name.consumer.log" ||
+        { cat "$WORK/$name.result" >&2; tail -20 "$WORK/$name.consumer.log" >&2
+          die "$name: the signed simple consumer's checks failed"; }
+    cat "$WORK/$name.result"
+    for bad in wrong-secret unsigned; do
+        ak="$access_key" sk="not-$secret_key"
+        [[ "$bad" == unsigned ]] && ak="" sk=""
+        if GRPC_ACCESS_KEY="$ak" GRPC_SECRET_KEY="$sk" timeout 120 java -Xmx256m -cp "$cp" \
+            dev.comet.interop.GrpcProducer "$endpoint" "$ACL_TOPIC" 1 tls \
+            >"$WORK/$name-$bad.sent" 2>"$WORK/$name-$bad.log"; then
+            die "$name: a $bad producer was not refused"
+        fi
+        grep -q "response-code=40100" "$WORK/$name-$bad.log" ||
+            { tail -20 "$WORK/$name-$bad.log" >&2
+              die "$name: the $bad producer failed, but not with UNAUTHORIZED (40100)"; }
+        log "$name: the $bad producer was refused with UNAUTHORIZED"
+    done
+}
+
+# Step 5 on Comet: a second `comet serve` with aclEnable and a plain_acl.yml written here.
+run_comet_acl() {
+    local user_ak="${ACL_USER%%:*}" user_sk="${ACL_USER#*:}"
+    local admin_ak="${ACL_ADMIN%%:*}" admin_sk="${ACL_ADMIN#*:}"
+    cat >"$WORK/plain_acl.yml" <<YAML
+globalWhiteRemoteAddresses: []
+accounts:
+  - accessKey: $admin_ak
+    secretKey: $admin_sk
+    admin: true
+  - accessKey: $user_ak
+    secretKey: $user_sk
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - $ACL_TOPIC=PUB|SUB
+YAML
+    log "comet-acl: starting comet serve with aclEnable"
+    "$COMET_BIN" serve --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
+        --data-dir "$WORK/comet-acl-data" --ready-file "$WORK/ready-acl.json" \
+        --set aclEnable=true --set "aclFile=$WORK/plain_acl.yml" >"$WORK/comet-acl.log" 2>&1 &
+    PIDS+=($!)
+    local deadline=$((SECONDS + WAIT))
+    until [[ -s "$WORK/ready-acl.json" ]]; do
+        ((SECONDS < deadline)) || die "comet serve (aclEnable) wrote no ready file"
+        sleep 0.2
+    done
+    local namesrv broker grpc
+    namesrv="$(ready_field "$WORK/ready-acl.json" namesrv)"
+    broker="$(ready_field "$WORK/ready-acl.json" broker)"
+    grpc="$(ready_field "$WORK/ready-acl.json" grpc)"
+    COMET_ACCESS_KEY="$admin_ak" COMET_SECRET_KEY="$admin_sk" "$COMET_BIN" topic create \
+        "$ACL_TOPIC" -n "$namesrv" -b "$broker" -r 4 -w 4 >/dev/null
+    acl_and_check "$grpc" comet-acl
+}
+
+# Step 5 on Apache: a second name server and proxy whose gRPC endpoint authenticates every call
+# against the users of its broker, whose initial (super) user is the ACL account.
+run_apache_acl() {
+    log "apache-acl: starting a name server and the proxy 5.3.3 with authenticationEnabled"
+    local user="{\"username\":\"${ACL_USER%%:*}\",\"password\":\"${ACL_USER#*:}\"}"
+    APACHE_NAME=apache-acl APACHE_PROXY_JSON='"authenticationEnabled": true,
+ "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
+ "authenticationMetadataProvider": "org.apache.rocketmq.proxy.auth.ProxyAuthenticationMetadataProvider"' \
+        apache_proxy_start \
+        "authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider" \
+        "authConfigPath=$WORK/apache-acl/auth" "initAuthenticationUser=$user"
+    "$COMET_BIN" topic create "$ACL_TOPIC" -n "$APACHE_NAMESRV" -b "$APACHE_BROKER" \
+        -r 4 -w 4 >/dev/null
+    acl_and_check "$APACHE_GRPC" apache-acl
+}
+
+# ready_field <ready.json> <field>: one field of `comet serve`'s ready file.
+ready_field() {
+    python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
+}
+
 run_comet() {
     [[ -x "$COMET_BIN" ]] || (cd "$ROOT" && cargo build -q -p comet)
+    if [[ -n "$ACL_ONLY" ]]; then
+        run_comet_acl
+        return
+    fi
     log "comet: starting comet serve"
     "$COMET_BIN" serve --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
         --data-dir "$WORK/comet-data" --ready-file "$WORK/ready.json" \
@@ -180,9 +288,10 @@ run_comet() {
         ((SECONDS < deadline)) || die "comet serve wrote no ready file"
         sleep 0.2
     done
-    local field namesrv broker grpc
-    field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$WORK/ready.json" "$1"; }
-    namesrv="$(field namesrv)" broker="$(field broker)" grpc="$(field grpc)"
+    local namesrv broker grpc
+    namesrv="$(ready_field "$WORK/ready.json" namesrv)"
+    broker="$(ready_field "$WORK/ready.json" broker)"
+    grpc="$(ready_field "$WORK/ready.json" grpc)"
     if [[ -z "$CONSUMERS_ONLY" ]]; then
         "$COMET_BIN" topic create GrpcInterop -n "$namesrv" -b "$broker" -r 4 -w 4 >/dev/null
         "$COMET_BIN" topic create GrpcInteropPlain -n "$namesrv" -b "$broker" -r 4 -w 4 >/dev/null
@@ -204,9 +313,14 @@ run_comet() {
     "$COMET_BIN" group create GrpcConsumercomet-fifo -n "$namesrv" -b "$broker" -o true >/dev/null
     consume_and_check "$grpc" GrpcInteropFifo comet-fifo fifo
     dlq_and_check "$namesrv" "$broker" "$grpc" comet-dlq
+    run_comet_acl
 }
 
 run_apache() {
+    if [[ -n "$ACL_ONLY" ]]; then
+        run_apache_acl
+        return
+    fi
     log "apache: starting the name server and the proxy 5.3.3 (local mode)"
     apache_proxy_start "transactionCheckInterval=$TX_CHECK_MS"
     local ns="$APACHE_NAMESRV" broker="$APACHE_BROKER" grpc="$APACHE_GRPC"
@@ -234,6 +348,7 @@ run_apache() {
         -b "$broker" -o true >/dev/null
     consume_and_check "$grpc" GrpcInteropFifo apache-fifo fifo
     dlq_and_check "$ns" "$broker" "$grpc" apache-dlq
+    run_apache_acl
 }
 
 log "building the gRPC producer (rocketmq-client-java 5.0.8)"
@@ -245,7 +360,7 @@ fi
 if [[ "$APACHE" != 0 ]]; then
     run_apache
 fi
-if [[ "$APACHE" != 0 && "$COMET" != 0 && -z "$CONSUMERS_ONLY" ]]; then
+if [[ "$APACHE" != 0 && "$COMET" != 0 && -z "$CONSUMERS_ONLY$ACL_ONLY" ]]; then
     python3 "$HERE/check.py" keys "$WORK/comet.consumed" "$WORK/apache.consumed" ||
         die "Comet and Apache's proxy store different properties"
     python3 "$HERE/check.py" keys "$WORK/comet-delay.consumed" "$WORK/apache-delay.consumed" ||
@@ -253,7 +368,7 @@ if [[ "$APACHE" != 0 && "$COMET" != 0 && -z "$CONSUMERS_ONLY" ]]; then
     python3 "$HERE/check.py" keys "$WORK/comet-tx.consumed" "$WORK/apache-tx.consumed" ||
         die "Comet and Apache's proxy store different properties on transactional messages"
 fi
-if [[ "$APACHE" != 0 && "$COMET" != 0 ]]; then
+if [[ "$APACHE" != 0 && "$COMET" != 0 && -z "$ACL_ONLY" ]]; then
     python3 "$HERE/check.py" keys "$WORK/comet-dlq.consumed" "$WORK/apache-dlq.consumed" ||
         die "Comet and Apache's proxy store different properties on dead-lettered messages"
 fi

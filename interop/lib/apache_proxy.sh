@@ -5,6 +5,10 @@
 #   WAIT       seconds any single wait may take
 #   JAVA_HEAP  heap of each JVM (optional, 512m)
 #   PIDS       an array the started JVMs' process ids are appended to (the caller stops them)
+#   APACHE_NAME      name of this instance's directory and logs under $WORK (optional, apache),
+#                    so that a suite can run two instances
+#   APACHE_PROXY_JSON  extra members of the proxy's JSON configuration (optional), such as
+#                    its authentication keys: '"authenticationEnabled": true, ...'
 # and defines `die`. Needs java 17+, mvn and python3.
 # shellcheck shell=bash
 # The APACHE_* addresses are set here for the caller.
@@ -58,10 +62,11 @@ PY
 # APACHE_NAMESRV, APACHE_BROKER (remoting, ip:port) and APACHE_GRPC (the proxy's gRPC ip:port).
 # Extra arguments are appended to the broker's configuration.
 apache_proxy_start() {
+    local name="${APACHE_NAME:-apache}"
     local cp_file="${APACHE_PROXY_POM%/pom.xml}/target/classpath.txt"
     [[ -s "$cp_file" ]] || mvn -q -B -f "$APACHE_PROXY_POM" dependency:build-classpath \
         -Dmdep.outputFile="$cp_file" >&2 || die "Maven could not resolve Apache RocketMQ 5.3.3"
-    local home="$WORK/apache" ns_port grpc_port remoting_port broker_port line
+    local home="$WORK/$name" ns_port grpc_port remoting_port broker_port line
     mkdir -p "$home/conf"
     read -r ns_port grpc_port remoting_port < <(apache_free_ports 3)
     broker_port="$(apache_broker_port)"
@@ -82,17 +87,17 @@ CONF
     done
     cat >"$home/conf/rmq-proxy.json" <<CONF
 {"rocketMQClusterName": "ProxyCluster", "proxyMode": "local", "namesrvAddr": "127.0.0.1:$ns_port",
- "grpcServerPort": $grpc_port, "remotingListenPort": $remoting_port}
+ "grpcServerPort": $grpc_port, "remotingListenPort": $remoting_port${APACHE_PROXY_JSON:+, $APACHE_PROXY_JSON}}
 CONF
     local jvm=(java -Xms"${JAVA_HEAP:-512m}" -Xmx"${JAVA_HEAP:-512m}" -XX:MaxDirectMemorySize=512m
         -Duser.home="$home" -Drocketmq.home.dir="$home" -cp "$(cat "$cp_file")")
     ROCKETMQ_HOME="$home" "${jvm[@]}" org.apache.rocketmq.namesrv.NamesrvStartup \
-        -c "$home/conf/namesrv.conf" >"$WORK/apache-namesrv.log" 2>&1 &
+        -c "$home/conf/namesrv.conf" >"$WORK/$name-namesrv.log" 2>&1 &
     PIDS+=($!)
     apache_wait_port "127.0.0.1:$ns_port" "Apache name server"
     ROCKETMQ_HOME="$home" "${jvm[@]}" -Dcom.rocketmq.proxy.configPath="$home/conf/rmq-proxy.json" \
         org.apache.rocketmq.proxy.ProxyStartup -pm local -bc "$home/conf/broker.conf" \
-        >"$WORK/apache-proxy.log" 2>&1 &
+        >"$WORK/$name-proxy.log" 2>&1 &
     PIDS+=($!)
     apache_wait_port "127.0.0.1:$broker_port" "Apache broker"
     apache_wait_port "127.0.0.1:$grpc_port" "Apache proxy (gRPC)"

@@ -15,6 +15,7 @@ use comet_grpc_proto::v2::settings::PubSub;
 use comet_grpc_proto::v2::telemetry_command::Command;
 use comet_protocol::command::LanguageCode;
 use common::grpc::{resource, start_grpc};
+use common::scrape::scrape;
 use common::{TestBroker, wait_until};
 use futures::channel::mpsc;
 use tonic::transport::Channel;
@@ -108,22 +109,6 @@ fn producer_ids(broker: &TestBroker, group: &str) -> Vec<(String, LanguageCode)>
         .collect()
 }
 
-/// The Prometheus text of the broker's metrics endpoint.
-async fn scrape(addr: std::net::SocketAddr) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("connects");
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .expect("request sent");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("response read");
-    String::from_utf8_lossy(&raw).into_owned()
-}
-
 #[tokio::test]
 async fn settings_register_the_client_until_it_terminates_or_its_stream_ends() {
     let (broker, mut client) = start_with(|c| {
@@ -136,7 +121,7 @@ async fn settings_register_the_client_until_it_terminates_or_its_stream_ends() {
         producer_ids(&broker, "GrpcRegTopic"),
         vec![(CLIENT_ID.to_owned(), LanguageCode::Go)]
     );
-    let metrics = scrape(broker.handle().metrics_addr().expect("metrics on")).await;
+    let (_, _, metrics) = scrape(broker.handle().metrics_addr().expect("metrics on")).await;
     assert!(
         metrics
             .lines()

@@ -102,6 +102,32 @@ fn handle(m: &MessageExt) -> Vec<String> {
         .collect()
 }
 
+/// Sends CHANGE_MESSAGE_INVISIBLETIME for the message at `offset` whose receipt handle fields are
+/// `h` (as [`handle`] splits them), asking for `invisible_ms` more.
+async fn change_invisible(
+    broker: &TestBroker,
+    (group, topic): (&str, &str),
+    h: &[String],
+    offset: i64,
+    invisible_ms: i64,
+) -> RemotingCommand {
+    let header = ChangeInvisibleTimeRequestHeader {
+        consumer_group: group.to_owned(),
+        topic: topic.to_owned(),
+        queue_id: h[6].parse().expect("queue id"),
+        extra_info: h.join(" "),
+        offset,
+        invisible_time: invisible_ms,
+        rpc: Default::default(),
+    };
+    broker
+        .invoke(request_with_header(
+            RequestCode::ChangeMessageInvisibletime,
+            &header,
+        ))
+        .await
+}
+
 /// The topic a popped message must be acked under (the retry topic for a redelivery).
 fn ack_topic(group: &str, m: &MessageExt) -> String {
     match handle(m)[4].as_str() {
@@ -212,21 +238,7 @@ async fn changing_the_invisible_time_brings_a_message_back_sooner() {
     assert_eq!(first.len(), 1);
     let m = &first[0];
     let h = handle(m);
-    let header = ChangeInvisibleTimeRequestHeader {
-        consumer_group: group.to_owned(),
-        topic: topic.to_owned(),
-        queue_id: h[6].parse().unwrap(),
-        extra_info: h.join(" "),
-        offset: m.queue_offset,
-        invisible_time: 200,
-        rpc: Default::default(),
-    };
-    let rsp = broker
-        .invoke(request_with_header(
-            RequestCode::ChangeMessageInvisibletime,
-            &header,
-        ))
-        .await;
+    let rsp = change_invisible(&broker, (group, topic), &h, m.queue_offset, 200).await;
     assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
     let changed: ChangeInvisibleTimeResponseHeader = rsp.decode_header().unwrap();
     assert_eq!(changed.invisible_time, 200);
@@ -612,21 +624,7 @@ async fn a_fifo_pop_blocks_its_queue_until_the_batch_is_acked() {
         "m2 still un-acked"
     );
     let h = handle(&again[2]);
-    let change = ChangeInvisibleTimeRequestHeader {
-        consumer_group: group.to_owned(),
-        topic: topic.to_owned(),
-        queue_id: 0,
-        extra_info: h.join(" "),
-        offset: 2,
-        invisible_time: 100,
-        rpc: Default::default(),
-    };
-    let rsp = broker
-        .invoke(request_with_header(
-            RequestCode::ChangeMessageInvisibletime,
-            &change,
-        ))
-        .await;
+    let rsp = change_invisible(&broker, (group, topic), &h, 2, 100).await;
     assert_eq!(rsp.code, SUCCESS);
     let mut redelivered = Vec::new();
     let mut counts = None;
@@ -661,21 +659,7 @@ async fn a_changed_invisible_time_gets_a_pop_time_after_the_old_handles() {
     let mut h = handle(m);
     let future_pop_time = now_ms() + 60_000;
     h[1] = future_pop_time.to_string();
-    let header = ChangeInvisibleTimeRequestHeader {
-        consumer_group: group.to_owned(),
-        topic: topic.to_owned(),
-        queue_id: h[6].parse().unwrap(),
-        extra_info: h.join(" "),
-        offset: m.queue_offset,
-        invisible_time: 1000,
-        rpc: Default::default(),
-    };
-    let rsp = broker
-        .invoke(request_with_header(
-            RequestCode::ChangeMessageInvisibletime,
-            &header,
-        ))
-        .await;
+    let rsp = change_invisible(&broker, (group, topic), &h, m.queue_offset, 1000).await;
     assert_eq!(rsp.code, SUCCESS);
     let changed: ChangeInvisibleTimeResponseHeader = rsp.decode_header().unwrap();
     assert!(changed.pop_time > future_pop_time);

@@ -2,6 +2,7 @@
 //! broker and name-server administration) against an in-process name server and broker, each in
 //! JSON and as a table.
 
+use std::path::Path;
 use std::process::Command;
 
 use comet_broker::config::MetricsExporterType;
@@ -43,6 +44,12 @@ struct Cluster {
 impl Cluster {
     /// Starts both, with the broker's traffic counters on (they feed `stats-all`).
     async fn start() -> Cluster {
+        Cluster::start_with(|_, _| {}).await
+    }
+
+    /// Starts both, after `configure` has adjusted the broker's configuration (it gets the
+    /// cluster's temporary directory for files the broker reads).
+    async fn start_with(configure: impl FnOnce(&mut BrokerConfig, &Path)) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let namesrv = NameServer::start(NamesrvConfig::new(
             "127.0.0.1:0",
@@ -64,6 +71,7 @@ impl Cluster {
         };
         config.metrics_exporter_type = MetricsExporterType::Prom;
         config.metrics_prom_exporter_port = 0;
+        configure(&mut config, dir.path());
         let broker = BrokerController::start(config)
             .await
             .expect("broker starts");
@@ -623,5 +631,51 @@ async fn cluster_broker_and_namesrv_subcommands() {
     producer.shutdown().await;
     c.fails(&["producer", "connections", "-g", "nobody", "-t", topic])
         .await;
+    c.stop().await;
+}
+
+/// An admin account and an ordinary one without rights on topics.
+const ACL_FILE: &str = r#"
+accounts:
+  - accessKey: cliAdmin
+    secretKey: cliAdminSecret
+    admin: true
+  - accessKey: cliUser
+    secretKey: cliUserSecret
+    admin: false
+    defaultTopicPerm: DENY
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_commands_are_signed_with_the_given_account() {
+    let c = Cluster::start_with(|config, dir| {
+        let path = dir.join("plain_acl.yml");
+        std::fs::write(&path, ACL_FILE).expect("ACL file written");
+        config.acl_enable = true;
+        config.acl_file = Some(path);
+    })
+    .await;
+    let topic = "CliAclTopic";
+    let create = ["topic", "create", topic, "-b", &c.broker_addr];
+    let with = |account: [&'static str; 4]| [&create[..], &account[..]].concat();
+
+    let unsigned = c.fails(&create).await;
+    assert!(unsigned.contains("code 16"), "refused with NO_PERMISSION: {unsigned}");
+    let wrong = c
+        .fails(&with(["--access-key", "cliAdmin", "--secret-key", "not-it"]))
+        .await;
+    assert!(wrong.contains("code 16"), "refused with NO_PERMISSION: {wrong}");
+    c.fails(&with(["--access-key", "cliUser", "--secret-key", "cliUserSecret"]))
+        .await;
+    c.fails(&["topic", "route", topic]).await;
+
+    c.ok(&with(["--access-key", "cliAdmin", "--secret-key", "cliAdminSecret"]))
+        .await;
+    assert_eq!(route_perm(&c, topic).await, 6);
+
+    let usage = c
+        .fails(&["topic", "route", topic, "--access-key", "cliAdmin"])
+        .await;
+    assert!(usage.contains("--secret-key"), "{usage}");
     c.stop().await;
 }

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod grpc;
+pub mod scrape;
 
 use std::future::Future;
 use std::net::SocketAddr;

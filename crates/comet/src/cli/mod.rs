@@ -15,8 +15,8 @@ use std::fmt::Write as _;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use comet_client::ClientConfig;
 use comet_client::admin::MQAdmin;
+use comet_client::{ClientConfig, SessionCredentials};
 use comet_protocol::time::{civil_from_days, days_from_civil};
 
 pub mod broker_perm;
@@ -50,12 +50,23 @@ pub struct ConnectArgs {
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// AccessKey of a `plain_acl.yml` account: every request is signed with it (for brokers
+    /// with `aclEnable=true`). Needs `--secret-key`.
+    #[arg(long, env = "COMET_ACCESS_KEY", global = true, requires = "secret_key")]
+    pub access_key: Option<String>,
+    /// SecretKey of the `--access-key` account.
+    #[arg(long, env = "COMET_SECRET_KEY", global = true, hide_env_values = true)]
+    pub secret_key: Option<String>,
 }
 
 impl ConnectArgs {
     /// A client configuration for these name servers.
     pub fn client_config(&self) -> ClientConfig {
-        ClientConfig::new(self.namesrv.clone())
+        let mut config = ClientConfig::new(self.namesrv.clone());
+        if let (Some(access_key), Some(secret_key)) = (&self.access_key, &self.secret_key) {
+            config.credentials = Some(SessionCredentials::new(access_key, secret_key));
+        }
+        config
     }
 
     /// An admin client for these name servers.

@@ -13,7 +13,9 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.PushConsumer;
@@ -42,7 +44,8 @@ import org.apache.rocketmq.client.apis.message.MessageView;
  * group's dead-letter topic); then it receives once more, which must bring nothing. Every message
  * must have been delivered exactly with attempts 1 and 2, never a third time.
  *
- * In all, each message id must be the one the producer's receipt named.
+ * In all, each message id must be the one the producer's receipt named. With GRPC_ACCESS_KEY and
+ * GRPC_SECRET_KEY set, requests are signed with that ACL account.
  *
  *     GrpcConsumer simple|push|fifo host:port topic group sent.txt timeoutSeconds
  *     GrpcConsumer dlq host:port topic group sent.txt timeoutSeconds stopFile
@@ -79,10 +82,16 @@ public final class GrpcConsumer {
         String group = args[3];
         Map<Integer, String> sent = readSent(Path.of(args[4]));
         long deadline = System.currentTimeMillis() + Long.parseLong(args[5]) * 1000;
-        ClientConfiguration configuration = ClientConfiguration.newBuilder()
+        ClientConfigurationBuilder config = ClientConfiguration.newBuilder()
             .setEndpoints(endpoint)
-            .setRequestTimeout(Duration.ofSeconds(10))
-            .build();
+            .setRequestTimeout(Duration.ofSeconds(10));
+        // An ACL account, when the target checks credentials.
+        String accessKey = System.getenv("GRPC_ACCESS_KEY");
+        if (accessKey != null && !accessKey.isEmpty()) {
+            config.setCredentialProvider(
+                new StaticSessionCredentialsProvider(accessKey, System.getenv("GRPC_SECRET_KEY")));
+        }
+        ClientConfiguration configuration = config.build();
         GrpcConsumer run = new GrpcConsumer(mode);
         if (run.simpleRun) {
             run.simple(configuration, topic, group, sent.size(), deadline);
