@@ -660,17 +660,38 @@ async fn admin_commands_are_signed_with_the_given_account() {
     let with = |account: [&'static str; 4]| [&create[..], &account[..]].concat();
 
     let unsigned = c.fails(&create).await;
-    assert!(unsigned.contains("code 16"), "refused with NO_PERMISSION: {unsigned}");
+    assert!(
+        unsigned.contains("code 16"),
+        "refused with NO_PERMISSION: {unsigned}"
+    );
     let wrong = c
-        .fails(&with(["--access-key", "cliAdmin", "--secret-key", "not-it"]))
+        .fails(&with([
+            "--access-key",
+            "cliAdmin",
+            "--secret-key",
+            "not-it",
+        ]))
         .await;
-    assert!(wrong.contains("code 16"), "refused with NO_PERMISSION: {wrong}");
-    c.fails(&with(["--access-key", "cliUser", "--secret-key", "cliUserSecret"]))
-        .await;
+    assert!(
+        wrong.contains("code 16"),
+        "refused with NO_PERMISSION: {wrong}"
+    );
+    c.fails(&with([
+        "--access-key",
+        "cliUser",
+        "--secret-key",
+        "cliUserSecret",
+    ]))
+    .await;
     c.fails(&["topic", "route", topic]).await;
 
-    c.ok(&with(["--access-key", "cliAdmin", "--secret-key", "cliAdminSecret"]))
-        .await;
+    c.ok(&with([
+        "--access-key",
+        "cliAdmin",
+        "--secret-key",
+        "cliAdminSecret",
+    ]))
+    .await;
     assert_eq!(route_perm(&c, topic).await, 6);
 
     let usage = c

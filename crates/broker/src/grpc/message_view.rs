@@ -53,6 +53,7 @@ pub fn to_v2(msg: &MessageExt, message_type: v2::MessageType) -> v2::Message {
         delivery_attempt: Some(msg.reconsume_times.saturating_add(1)),
         message_group: property(keys::SHARDING_KEY),
         trace_context: property(super::send::TRACE_CONTEXT),
+        dead_letter_queue: dead_letter_queue(msg),
         ..v2::SystemProperties::default()
     };
     v2::Message {
@@ -64,6 +65,17 @@ pub fn to_v2(msg: &MessageExt, message_type: v2::MessageType) -> v2::Message {
         system_properties: Some(system),
         body: msg.body.to_vec(),
     }
+}
+
+/// Where a dead-lettered message came from, when it carries both DLQ_ORIGIN_TOPIC and
+/// DLQ_ORIGIN_MESSAGE_ID (the pair Apache's proxy reports; one alone reports nothing).
+fn dead_letter_queue(msg: &MessageExt) -> Option<v2::DeadLetterQueue> {
+    let topic = msg.properties.get(keys::DLQ_ORIGIN_TOPIC)?;
+    let message_id = msg.properties.get(keys::DLQ_ORIGIN_MESSAGE_ID)?;
+    Some(v2::DeadLetterQueue {
+        topic: topic.to_owned(),
+        message_id: message_id.to_owned(),
+    })
 }
 
 /// The upper-case MD5 hex of `body`.
@@ -116,5 +128,26 @@ mod tests {
         );
         assert_eq!(v2.user_properties.len(), 1);
         assert_eq!(v2.user_properties.get("seq").map(String::as_str), Some("3"));
+        assert_eq!(system.dead_letter_queue, None);
+    }
+
+    #[test]
+    fn the_origin_of_a_dead_letter_needs_both_properties() {
+        let mut msg = MessageExt::new("%DLQ%G", Bytes::from_static(b"body"));
+        msg.properties.insert(keys::DLQ_ORIGIN_TOPIC, "T");
+        let system = |msg: &MessageExt| {
+            to_v2(msg, v2::MessageType::Normal)
+                .system_properties
+                .expect("set")
+        };
+        assert_eq!(system(&msg).dead_letter_queue, None);
+        msg.properties.insert(keys::DLQ_ORIGIN_MESSAGE_ID, "ID9");
+        assert_eq!(
+            system(&msg).dead_letter_queue,
+            Some(v2::DeadLetterQueue {
+                topic: "T".to_owned(),
+                message_id: "ID9".to_owned(),
+            })
+        );
     }
 }

@@ -114,7 +114,13 @@ fn hold(
             .as_deref()
             .and_then(|h| GrpcReceipt::decode(h).ok());
         if let Some(receipt) = receipt {
-            renewals.hold(&call.client_id, group, topic, &system.message_id, receipt);
+            let reconsume_times = system.delivery_attempt.unwrap_or(1).saturating_sub(1);
+            renewals.hold(
+                (&call.client_id, group, topic),
+                &system.message_id,
+                receipt,
+                reconsume_times,
+            );
         }
     }
 }

@@ -39,7 +39,7 @@ const PRODUCER_BACKOFF_MULTIPLIER: f32 = 2.0;
 /// Retries of a group without a subscription-group config (`retryMaxTimes` default).
 const DEFAULT_RETRY_MAX_TIMES: i32 = 16;
 /// Pauses before a consumer's redeliveries, in seconds.
-const CONSUMER_BACKOFF_SECS: [u64; 18] = [
+pub const CONSUMER_BACKOFF_SECS: [u64; 18] = [
     1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
 ];
 /// Messages a consumer asks for per receive.
