@@ -232,23 +232,10 @@ accounts:
     topicPerms:
       - $ACL_TOPIC=PUB|SUB
 YAML
-    log "comet-acl: starting comet serve with aclEnable"
-    "$COMET_BIN" serve --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
-        --data-dir "$WORK/comet-acl-data" --ready-file "$WORK/ready-acl.json" \
-        --set aclEnable=true --set "aclFile=$WORK/plain_acl.yml" >"$WORK/comet-acl.log" 2>&1 &
-    PIDS+=($!)
-    local deadline=$((SECONDS + WAIT))
-    until [[ -s "$WORK/ready-acl.json" ]]; do
-        ((SECONDS < deadline)) || die "comet serve (aclEnable) wrote no ready file"
-        sleep 0.2
-    done
-    local namesrv broker grpc
-    namesrv="$(ready_field "$WORK/ready-acl.json" namesrv)"
-    broker="$(ready_field "$WORK/ready-acl.json" broker)"
-    grpc="$(ready_field "$WORK/ready-acl.json" grpc)"
+    start_comet_serve comet-acl --set aclEnable=true --set "aclFile=$WORK/plain_acl.yml"
     COMET_ACCESS_KEY="$admin_ak" COMET_SECRET_KEY="$admin_sk" "$COMET_BIN" topic create \
-        "$ACL_TOPIC" -n "$namesrv" -b "$broker" -r 4 -w 4 >/dev/null
-    acl_and_check "$grpc" comet-acl
+        "$ACL_TOPIC" -n "$COMET_NAMESRV" -b "$COMET_BROKER" -r 4 -w 4 >/dev/null
+    acl_and_check "$COMET_GRPC" comet-acl
 }
 
 # Step 5 on Apache: a second name server and proxy whose gRPC endpoint authenticates every call
@@ -267,9 +254,24 @@ run_apache_acl() {
     acl_and_check "$APACHE_GRPC" apache-acl
 }
 
-# ready_field <ready.json> <field>: one field of `comet serve`'s ready file.
-ready_field() {
-    python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
+# start_comet_serve <name> [serve option...]: starts `comet serve` on ephemeral ports (data, ready
+# file and log named after <name> in the work directory), waits for its ready file and sets
+# COMET_NAMESRV, COMET_BROKER and COMET_GRPC to its addresses.
+start_comet_serve() {
+    local name="$1" ready="$WORK/$1-ready.json"
+    shift
+    log "$name: starting comet serve $*"
+    "$COMET_BIN" serve --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
+        --data-dir "$WORK/$name-data" --ready-file "$ready" "$@" >"$WORK/$name.log" 2>&1 &
+    PIDS+=($!)
+    local deadline=$((SECONDS + WAIT))
+    until [[ -s "$ready" ]]; do
+        ((SECONDS < deadline)) || die "$name: comet serve wrote no ready file"
+        sleep 0.2
+    done
+    local field
+    field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$ready" "$1"; }
+    COMET_NAMESRV="$(field namesrv)" COMET_BROKER="$(field broker)" COMET_GRPC="$(field grpc)"
 }
 
 run_comet() {
@@ -278,20 +280,8 @@ run_comet() {
         run_comet_acl
         return
     fi
-    log "comet: starting comet serve"
-    "$COMET_BIN" serve --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 \
-        --data-dir "$WORK/comet-data" --ready-file "$WORK/ready.json" \
-        --set transactionCheckInterval="$TX_CHECK_MS" >"$WORK/comet.log" 2>&1 &
-    PIDS+=($!)
-    local deadline=$((SECONDS + WAIT))
-    until [[ -s "$WORK/ready.json" ]]; do
-        ((SECONDS < deadline)) || die "comet serve wrote no ready file"
-        sleep 0.2
-    done
-    local namesrv broker grpc
-    namesrv="$(ready_field "$WORK/ready.json" namesrv)"
-    broker="$(ready_field "$WORK/ready.json" broker)"
-    grpc="$(ready_field "$WORK/ready.json" grpc)"
+    start_comet_serve comet --set transactionCheckInterval="$TX_CHECK_MS"
+    local namesrv="$COMET_NAMESRV" broker="$COMET_BROKER" grpc="$COMET_GRPC"
     if [[ -z "$CONSUMERS_ONLY" ]]; then
         "$COMET_BIN" topic create GrpcInterop -n "$namesrv" -b "$broker" -r 4 -w 4 >/dev/null
         "$COMET_BIN" topic create GrpcInteropPlain -n "$namesrv" -b "$broker" -r 4 -w 4 >/dev/null

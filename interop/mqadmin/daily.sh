@@ -186,7 +186,8 @@ diff_total_is() {
 # consumer_offsets <group>: "queueId:consumerOffset" of every queue of $TOPIC, sorted.
 consumer_offsets() {
     progress "$1" | python3 -c 'import json,sys
-print(" ".join(f"{q["queueId"]}:{q["consumerOffset"]}" for q in sorted(json.load(sys.stdin)["queues"], key=lambda q: q["queueId"])))'
+queues = sorted(json.load(sys.stdin)["queues"], key=lambda q: q["queueId"])
+print(" ".join("%s:%s" % (q["queueId"], q["consumerOffset"]) for q in queues))'
 }
 
 # route_perm_is <topic> <perm>: the name server's route of the topic carries that perm.

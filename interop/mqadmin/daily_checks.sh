@@ -126,6 +126,8 @@ check_online_clients() {
     refute temp_config "^groupName += +$TEMP_GROUP$"
     local offsets
     offsets="$(consumer_offsets "$GROUP")"
+    [[ "$offsets" =~ ^0:[0-9]+\ 1:[0-9]+\ 2:[0-9]+\ 3:[0-9]+$ ]] ||
+        die "cloneGroupOffset: no offsets of 4 queues for $GROUP: '$offsets'"
     [[ "$(consumer_offsets "$OFFLINE")" == "$offsets" ]] ||
         die "cloneGroupOffset: $OFFLINE has $(consumer_offsets "$OFFLINE"), $GROUP has $offsets"
 

@@ -201,26 +201,13 @@ pub async fn renew_due(ctx: &BrokerContext, renewals: &Renewals, clients: &GrpcC
         if !still_held {
             continue;
         }
-        let invisible_ms = match step {
-            Step::Wait => continue,
-            Step::GiveBack(after_ms) => {
-                renewals.held.lock().remove(&key);
-                if let Err(status) = change(ctx, group, &held.topic, &held.receipt, after_ms).await
-                {
-                    tracing::debug!(
-                        client_id,
-                        group,
-                        message_id,
-                        code = status.code,
-                        reason = %status.message,
-                        "giving a message back failed; it comes back when its invisible time ends"
-                    );
-                }
-                continue;
-            }
-            Step::Renew(invisible_ms) => invisible_ms,
+        let (Step::Renew(ms) | Step::GiveBack(ms)) = step else {
+            continue;
         };
-        match change(ctx, group, &held.topic, &held.receipt, invisible_ms).await {
+        if matches!(step, Step::GiveBack(_)) {
+            renewals.held.lock().remove(&key);
+        }
+        match change(ctx, group, &held.topic, &held.receipt, ms).await {
             Ok(renewed) => {
                 if let Some(h) = renewals.held.lock().get_mut(&key) {
                     h.receipt = renewed;
@@ -232,9 +219,11 @@ pub async fn renew_due(ctx: &BrokerContext, renewals: &Renewals, clients: &GrpcC
                     client_id,
                     group,
                     message_id,
+                    ?step,
                     code = status.code,
                     reason = %status.message,
-                    "renewing a receipt handle failed; the message comes back when it ends"
+                    "changing the invisible time of a held receipt handle failed; the message \
+                     comes back when its invisible time ends"
                 );
                 renewals.held.lock().remove(&key);
             }

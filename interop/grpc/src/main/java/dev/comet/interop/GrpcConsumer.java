@@ -13,9 +13,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
-import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
-import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.PushConsumer;
@@ -82,16 +80,9 @@ public final class GrpcConsumer {
         String group = args[3];
         Map<Integer, String> sent = readSent(Path.of(args[4]));
         long deadline = System.currentTimeMillis() + Long.parseLong(args[5]) * 1000;
-        ClientConfigurationBuilder config = ClientConfiguration.newBuilder()
+        ClientConfiguration configuration = Credentials.fromEnvironment(ClientConfiguration.newBuilder()
             .setEndpoints(endpoint)
-            .setRequestTimeout(Duration.ofSeconds(10));
-        // An ACL account, when the target checks credentials.
-        String accessKey = System.getenv("GRPC_ACCESS_KEY");
-        if (accessKey != null && !accessKey.isEmpty()) {
-            config.setCredentialProvider(
-                new StaticSessionCredentialsProvider(accessKey, System.getenv("GRPC_SECRET_KEY")));
-        }
-        ClientConfiguration configuration = config.build();
+            .setRequestTimeout(Duration.ofSeconds(10))).build();
         GrpcConsumer run = new GrpcConsumer(mode);
         if (run.simpleRun) {
             run.simple(configuration, topic, group, sent.size(), deadline);

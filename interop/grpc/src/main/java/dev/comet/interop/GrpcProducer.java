@@ -3,9 +3,7 @@ package dev.comet.interop;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
-import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
-import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.message.MessageBuilder;
 import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.apis.producer.SendReceipt;
@@ -34,17 +32,10 @@ public final class GrpcProducer {
         boolean tls = !"plain".equals(args[3]);
         long delayMs = args.length > 4 ? Long.parseLong(args[4]) : 0;
         ClientServiceProvider provider = ClientServiceProvider.loadService();
-        ClientConfigurationBuilder config = ClientConfiguration.newBuilder()
+        ClientConfiguration configuration = Credentials.fromEnvironment(ClientConfiguration.newBuilder()
             .setEndpoints(endpoint)
             .enableSsl(tls)
-            .setRequestTimeout(Duration.ofSeconds(10));
-        // An ACL account, when the target checks credentials.
-        String accessKey = System.getenv("GRPC_ACCESS_KEY");
-        if (accessKey != null && !accessKey.isEmpty()) {
-            config.setCredentialProvider(
-                new StaticSessionCredentialsProvider(accessKey, System.getenv("GRPC_SECRET_KEY")));
-        }
-        ClientConfiguration configuration = config.build();
+            .setRequestTimeout(Duration.ofSeconds(10))).build();
         String messageGroup = System.getenv("GRPC_MESSAGE_GROUP");
         try (Producer producer = provider.newProducerBuilder()
             .setClientConfiguration(configuration)
