@@ -109,7 +109,7 @@ ok() {
 # field <json file> <python expression over `d`>: one value of an answer.
 field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
-indexed() { "$COMET" msg by-key -n "$NAMESRV" --json "$TOPIC" "$1" 2>/dev/null | grep -q .; }
+indexed() { grep -q . <<<"$("$COMET" msg by-key -n "$NAMESRV" --json "$TOPIC" "$1" 2>/dev/null)"; }
 lag_is() {
     [[ "$("$COMET" group progress -n "$NAMESRV" -t "$TOPIC" --json "$1" 2>/dev/null |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["diffTotal"])' 2>/dev/null)" == "$2" ]]
@@ -120,9 +120,9 @@ route_perm_is() {
     [[ "$("$COMET" topic route -n "$NAMESRV" --json "$TOPIC" 2>/dev/null |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["queueDatas"][0]["perm"])' 2>/dev/null)" == "$1" ]]
 }
-traced() { "$COMET" msg trace -n "$NAMESRV" --json --id "$1" 2>/dev/null | grep -q '"type":"Pub"'; }
+traced() { grep -q '"type":"Pub"' <<<"$("$COMET" msg trace -n "$NAMESRV" --json --id "$1" 2>/dev/null)"; }
 master_listed() {
-    "$COMET" cluster-list -n "$NAMESRV" --json 2>/dev/null | grep -q '"brokerId":0'
+    grep -q '"brokerId":0' <<<"$("$COMET" cluster-list -n "$NAMESRV" --json 2>/dev/null)"
 }
 
 prepare() {

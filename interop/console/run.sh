@@ -113,12 +113,12 @@ CONSOLE_URL="http://$CONSOLE" CONSOLE_PASSWORD="$PASSWORD" OUT="$OUT" PLAYWRIGHT
     timeout 150 node "$HERE/browser.mjs"
 
 log "the writes, seen through the CLI"
-"$COMET_BIN" topic list | grep -qx 'ConsoleCreated' || die "comet topic list lacks ConsoleCreated"
+grep -qx 'ConsoleCreated' <<<"$("$COMET_BIN" topic list)" || die "comet topic list lacks ConsoleCreated"
 # The reset to a time before the first message puts every queue back to its start: the 10
 # consumed messages (and the one the browser sent since) are lag again.
 lag_at_least() { local lag; lag="$(progress_lag 2>/dev/null)" && ((lag >= 10)); }
 wait_for "console_offline's reset offsets" lag_at_least
-resent() { "$COMET_BIN" msg by-key ConsoleOrders dlq-key-1 --json 2>/dev/null | grep -q 'dead letter body'; }
+resent() { grep -q 'dead letter body' <<<"$("$COMET_BIN" msg by-key ConsoleOrders dlq-key-1 --json 2>/dev/null)"; }
 wait_for "the re-sent dead letter on ConsoleOrders" resent
 grep -q '"console"' "$WORK/ready.json" || die "the ready file does not name the console"
 kill -TERM "$SERVE_PID" && wait "$SERVE_PID" || true
@@ -136,7 +136,7 @@ if [[ "${CONSOLE_APACHE:-1}" != 0 ]]; then
     wait_for "comet console" python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$PORT"
     MODE=apache CONSOLE_URL="http://127.0.0.1:$PORT" CONSOLE_PASSWORD=apache-console-pw OUT="$OUT" \
         PLAYWRIGHT_DIR="$PLAYWRIGHT_DIR" timeout 120 node "$HERE/browser.mjs"
-    "$COMET_BIN" topic list -n "$APACHE_NAMESRV" | grep -qx 'ConsoleApacheCreated' ||
+    grep -qx 'ConsoleApacheCreated' <<<"$("$COMET_BIN" topic list -n "$APACHE_NAMESRV")" ||
         die "Apache's name server does not list ConsoleApacheCreated"
 fi
 ls "$OUT"/*.png >/dev/null || die "no screenshot"

@@ -77,7 +77,7 @@ wait_for() {
 }
 
 scrape() { curl -sf "http://$1/metrics"; }
-has_series() { scrape "$1" | grep -q "^$2{.*$3"; }
+has_series() { grep -q "^$2{.*$3" <<<"$(scrape "$1")"; }
 
 # The load on broker $2 behind name server $1, with metrics at $3: a producer sending all along,
 # a group online, and a group that consumed all of MetricsLag and left (its lag is served by
@@ -163,7 +163,7 @@ PROM="http://127.0.0.1:$PROM_PORT"
 query() { curl -sf --get "$PROM/api/v1/query" --data-urlencode "query=$1"; }
 # The value of a one-series instant query, or nothing.
 value() { query "$1" | "$PY" -c 'import json, sys; r = json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if len(r) == 1 else "")'; }
-target_up() { curl -sf "$PROM/api/v1/targets" | grep -q '"health":"up"'; }
+target_up() { grep -q '"health":"up"' <<<"$(curl -sf "$PROM/api/v1/targets")"; }
 wait_for "Prometheus to find the target up" target_up
 lag_query='sum(rocketmq_consumer_lag_messages{consumer_group="metrics_offline",topic="MetricsLag"})'
 wait_for "the offline group's lag in Prometheus" test -n "$(value "$lag_query")"

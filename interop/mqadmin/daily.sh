@@ -199,7 +199,7 @@ route_perm_is() {
 # indexed <key>: a message of $TOPIC with that key is found (the index is built after the consume
 # queue, message by message, so the last message sent being indexed means all are readable).
 indexed() {
-    "$COMET" msg by-key -n "$NAMESRV" --json "$TOPIC" "$1" 2>/dev/null | grep -q .
+    grep -q . <<<"$("$COMET" msg by-key -n "$NAMESRV" --json "$TOPIC" "$1" 2>/dev/null)"
 }
 
 # printed <n>: the consumer printed at least n messages.

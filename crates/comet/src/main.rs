@@ -96,6 +96,7 @@ impl Command {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     if cli.command.is_client_tool() {
+        restore_default_sigpipe();
         // Client tools print their results on stdout; logs go to stderr, warnings only.
         tracing_subscriber::fmt()
             .with_env_filter(
@@ -164,6 +165,17 @@ fn main() -> Result<()> {
             Command::Console(args) => console::run(args).await,
         }
     })
+}
+
+/// Client tools end quietly when the reader of their output goes away (`comet topic list | head`),
+/// as other command-line tools do; with SIGPIPE ignored, as Rust starts programs, the next write
+/// to stdout would panic instead. Sockets are unaffected: they are written with MSG_NOSIGNAL.
+fn restore_default_sigpipe() {
+    // SAFETY: runs first thing in main, before any other thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 /// Set, it overrides the worker thread count (`comet bench --threads` still wins).

@@ -700,3 +700,27 @@ async fn admin_commands_are_signed_with_the_given_account() {
     assert!(usage.contains("--secret-key"), "{usage}");
     c.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_whose_reader_has_gone_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let c = Cluster::start().await;
+    let ns = c.ns.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_comet"))
+            .args(["topic", "list", "-n", &ns])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("comet runs");
+        // The reader goes away before the listing (of at least the system topics) is printed.
+        drop(child.stdout.take());
+        child.wait_with_output().expect("comet ends")
+    })
+    .await
+    .expect("blocking task");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{stderr}");
+    c.stop().await;
+}
