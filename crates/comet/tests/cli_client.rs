@@ -339,3 +339,183 @@ async fn group_status_and_direct_consumption() {
     broker.shutdown().await.expect("broker stops");
     namesrv.shutdown().await;
 }
+
+/// A name server and a broker for one test, with small store files.
+async fn start_pair(
+    dir: &std::path::Path,
+) -> (comet_namesrv::NameServerHandle, comet_broker::BrokerHandle) {
+    let namesrv = NameServer::start(NamesrvConfig::new("127.0.0.1:0", dir.join("namesrv")))
+        .await
+        .expect("name server starts");
+    let config = BrokerConfig {
+        bind_address: "127.0.0.1".parse().expect("literal IP"),
+        listen_port: 0,
+        store_path_root_dir: dir.join("store"),
+        mapped_file_size_commit_log: 4 * 1024 * 1024,
+        mapped_file_size_consume_queue: 1000 * 20,
+        max_hash_slot_num: 1000,
+        max_index_num: 4000,
+        namesrv_addr: vec![namesrv.local_addr().to_string()],
+        ..BrokerConfig::default()
+    };
+    let broker = BrokerController::start(config)
+        .await
+        .expect("broker starts");
+    (namesrv, broker)
+}
+
+/// The bodies of `comet consume --json` output.
+fn printed_bodies(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("JSON message");
+            v["body"].as_str().expect("body").to_owned()
+        })
+        .collect()
+}
+
+/// The group's total lag on the topic, as `comet group progress` reports it.
+async fn diff_total(ns: &str, group: &str, topic: &str) -> i64 {
+    let progress = comet(args(&[
+        "group", "progress", "-n", ns, group, "-t", topic, "--json",
+    ]))
+    .await;
+    let progress: serde_json::Value = serde_json::from_str(progress.trim()).expect("progress JSON");
+    progress["diffTotal"].as_i64().expect("diffTotal")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_consume_commits_exactly_what_it_printed() {
+    const TOTAL: usize = 40;
+    let topic = "CliPushCommit";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (namesrv, broker) = start_pair(dir.path()).await;
+    let ns = namesrv.local_addr().to_string();
+    comet(args(&["topic", "create", "-n", &ns, topic])).await;
+    comet(args(&[
+        "produce", "-n", &ns, topic, "--count", "40", "--body", "m{i}",
+    ]))
+    .await;
+    let store = std::sync::Arc::clone(&broker.context().store);
+    let dispatched = tokio::task::spawn_blocking(move || {
+        store.wait_dispatched(store.max_phy_offset(), DISPATCH_DEADLINE)
+    })
+    .await
+    .expect("dispatch wait task");
+    assert!(dispatched, "dispatch caught up");
+
+    // Runs of 5, 5, 7 and the rest: after each, the group's lag is exactly what is left, and
+    // together the runs print every message once.
+    let mut printed = Vec::new();
+    for count in [5, 5, 7, TOTAL - 17] {
+        let out = comet(args(&[
+            "consume",
+            "-n",
+            &ns,
+            topic,
+            "--from",
+            "first",
+            "--count",
+            &count.to_string(),
+            "-g",
+            "cli_push_commit",
+            "--json",
+        ]))
+        .await;
+        let bodies = printed_bodies(&out);
+        assert_eq!(bodies.len(), count, "printed: {out}");
+        printed.extend(bodies);
+        let left = i64::try_from(TOTAL - printed.len()).expect("small");
+        assert_eq!(diff_total(&ns, "cli_push_commit", topic).await, left);
+    }
+    printed.sort();
+    let mut expected: Vec<String> = (0..TOTAL).map(|i| format!("m{i}")).collect();
+    expected.sort();
+    assert_eq!(printed, expected, "every message printed exactly once");
+
+    broker.shutdown().await.expect("broker stops");
+    namesrv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_or_idle_consume_commits_what_it_printed() {
+    const TOTAL: i64 = 3000;
+    let topic = "CliInterrupted";
+    let group = "cli_interrupted";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (namesrv, broker) = start_pair(dir.path()).await;
+    let ns = namesrv.local_addr().to_string();
+    comet(args(&["topic", "create", "-n", &ns, topic])).await;
+    comet(args(&[
+        "produce",
+        "-n",
+        &ns,
+        topic,
+        "--count",
+        &TOTAL.to_string(),
+    ]))
+    .await;
+    let store = std::sync::Arc::clone(&broker.context().store);
+    let dispatched = tokio::task::spawn_blocking(move || {
+        store.wait_dispatched(store.max_phy_offset(), DISPATCH_DEADLINE)
+    })
+    .await
+    .expect("dispatch wait task");
+    assert!(dispatched, "dispatch caught up");
+
+    // Ctrl-C in the middle of the backlog: whatever was printed by then is exactly what the
+    // group committed.
+    let ns_run = ns.clone();
+    let printed = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_comet"))
+            .args([
+                "consume", "-n", &ns_run, topic, "--from", "first", "-g", group,
+            ])
+            .env_remove("NAMESRV_ADDR")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("comet runs");
+        let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut first = String::new();
+        lines.read_line(&mut first).expect("first line");
+        let pid = i32::try_from(child.id()).expect("pid");
+        // SAFETY: a plain kill(2) of the child this test started and has not reaped.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+        let rest = lines.lines().count();
+        let status = child.wait().expect("comet exits");
+        assert!(status.success(), "Ctrl-C ends consume cleanly: {status}");
+        i64::try_from(rest + 1).expect("small")
+    })
+    .await
+    .expect("blocking task");
+    eprintln!("printed before Ctrl-C: {printed}");
+    assert_eq!(diff_total(&ns, group, topic).await, TOTAL - printed);
+
+    // --idle: the rest is printed, then a run with nothing left says so and fails.
+    let rest = comet(args(&[
+        "consume", "-n", &ns, topic, "-g", group, "--idle", "2",
+    ]))
+    .await;
+    assert_eq!(
+        i64::try_from(rest.lines().count()).expect("small"),
+        TOTAL - printed
+    );
+    assert_eq!(diff_total(&ns, group, topic).await, 0);
+    let empty = Command::new(env!("CARGO_BIN_EXE_comet"))
+        .args(["consume", "-n", &ns, topic, "-g", group, "--idle", "1"])
+        .env_remove("NAMESRV_ADDR")
+        .output()
+        .expect("comet runs");
+    assert!(
+        !empty.status.success(),
+        "an idle end with nothing printed fails"
+    );
+    assert!(empty.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&empty.stderr);
+    assert!(stderr.contains("no messages"), "{stderr}");
+
+    broker.shutdown().await.expect("broker stops");
+    namesrv.shutdown().await;
+}

@@ -161,6 +161,14 @@ impl MQClientInstance {
         })
     }
 
+    /// The address of broker `broker_name`'s master, or of one of its slaves while no master
+    /// is known (Java `findBrokerAddressInAdmin`). Offsets are read and committed here: a slave
+    /// answers from the offsets it synced from its master and keeps what it is sent until the
+    /// master is back.
+    pub fn find_broker_address_in_admin(&self, broker_name: &str) -> Option<FindBrokerResult> {
+        self.find_broker_address_in_subscribe(broker_name, MASTER_ID, false)
+    }
+
     /// The address of some broker serving `topic` (a master when there is one).
     pub fn any_broker_addr_of_topic(&self, topic: &str) -> Option<String> {
         let routes = self.topic_routes.read();

@@ -14,8 +14,10 @@ use clap::{Args, ValueEnum};
 use comet_client::MessageExt;
 use comet_client::consumer::lite::{DefaultLitePullConsumer, LitePullConsumerConfig};
 use comet_client::consumer::push::{DefaultMQPushConsumer, PushConsumerConfig};
-use comet_client::consumer::{ConsumeConcurrentlyStatus, ConsumeFromWhere, concurrently_fn};
-use tokio::sync::mpsc;
+use comet_client::consumer::{
+    ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageListener, MessageQueue,
+};
+use tokio::sync::{mpsc, oneshot};
 
 use super::{ConnectArgs, format_millis, message_json, parse_time, printable_body};
 
@@ -23,8 +25,6 @@ use super::{ConnectArgs, format_millis, message_json, parse_time, printable_body
 pub const DEFAULT_CLI_GROUP: &str = "COMET_CLI_CONSUMER";
 /// How long one poll of the pull mode waits before checking the stop conditions again.
 const POLL_SLICE: Duration = Duration::from_millis(500);
-/// Messages the push listener may hand to the printer before it waits.
-const PRINT_QUEUE: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ConsumeMode {
@@ -146,7 +146,7 @@ async fn run_pull(
 }
 
 async fn pull_loop(consumer: &DefaultLitePullConsumer, json: bool, rule: &StopRule) -> Result<()> {
-    let mut printed = 0;
+    let mut printed = 0usize;
     let mut last_message = tokio::time::Instant::now();
     let signal = crate::wait_for_signal();
     tokio::pin!(signal);
@@ -156,8 +156,13 @@ async fn pull_loop(consumer: &DefaultLitePullConsumer, json: bool, rule: &StopRu
             r = consumer.poll_batch(POLL_SLICE) => r?,
         };
         let Some(batch) = batch else {
-            if rule.idle.is_some_and(|idle| last_message.elapsed() >= idle) {
+            if let Some(idle) = rule.idle
+                && last_message.elapsed() >= idle
+            {
                 consumer.commit_sync().await?;
+                if printed == 0 {
+                    bail!(no_messages(idle));
+                }
                 return Ok(());
             }
             continue;
@@ -178,6 +183,23 @@ async fn pull_loop(consumer: &DefaultLitePullConsumer, json: bool, rule: &StopRu
     }
 }
 
+/// The failure of an `--idle` run that printed nothing (it exits non-zero, like `grep` finding
+/// nothing, so a script can tell an empty read from a read).
+fn no_messages(idle: Duration) -> String {
+    format!(
+        "no messages: none arrived within --idle {} s (the group's offsets are unchanged)",
+        idle.as_secs()
+    )
+}
+
+/// A message handed from the push listener to the printer. The listener waits for `printed`
+/// before it reports the message consumed, so the group commits only what reached stdout.
+struct Delivery {
+    msg: MessageExt,
+    queue: MessageQueue,
+    printed: oneshot::Sender<()>,
+}
+
 async fn run_push(
     args: &ConsumeArgs,
     from: ConsumeFromWhere,
@@ -188,30 +210,87 @@ async fn run_push(
     config.client = args.connect.client_config();
     config.consume_from_where = from;
     config.consume_timestamp = timestamp;
-    // One listener call at a time keeps the printed order per queue and makes --count exact.
+    // One listener call of one message at a time: messages of a queue reach the printer in
+    // queue order, so what was printed of a queue is a run of offsets from where it started.
     config.consume_thread_min = 1;
     config.consume_thread_max = 1;
+    config.consume_message_batch_max_size = 1;
     let consumer = DefaultMQPushConsumer::new(config);
     consumer.subscribe(&args.topic, &args.tags).await?;
-    let (tx, mut rx) = mpsc::channel::<MessageExt>(PRINT_QUEUE);
-    consumer.register_message_listener(concurrently_fn(move |msgs, _ctx| {
-        for msg in msgs {
-            if tx.try_send(msg.clone()).is_err() {
-                // The printer is gone (stopping) or far behind: have the broker redeliver.
-                return ConsumeConcurrentlyStatus::ReconsumeLater;
+    let (tx, rx) = mpsc::channel::<Delivery>(1);
+    consumer.register_message_listener(MessageListener::concurrently_async(move |msgs, ctx| {
+        let tx = tx.clone();
+        async move {
+            for msg in msgs {
+                let (printed, was_printed) = oneshot::channel();
+                let delivery = Delivery {
+                    msg,
+                    queue: ctx.message_queue.clone(),
+                    printed,
+                };
+                if tx.send(delivery).await.is_err() || was_printed.await.is_err() {
+                    // The printer has stopped: the message was not printed, so this call never
+                    // reports it consumed. It stays in the queue's cache, which keeps the
+                    // group's committed offset below it; shutdown abandons the call.
+                    std::future::pending::<()>().await;
+                }
             }
+            ConsumeConcurrentlyStatus::ConsumeSuccess
         }
-        ConsumeConcurrentlyStatus::ConsumeSuccess
     }));
     consumer
         .start()
         .await
         .context("starting the push consumer")?;
-    let json = args.connect.json;
-    let mut printed = 0;
+    let (outcome, printed) = print_deliveries(rx, args.connect.json, rule).await;
+    // The last printed message's listener call may still be on its way to recording its
+    // offset; record the printed ends here so the shutdown's commit includes them. Only ever
+    // forward: a queue's offset cannot pass a message that was not printed.
+    if let Some(store) = consumer.offset_store() {
+        for (queue, next_offset) in &printed.next_offsets {
+            store.update_offset(queue, *next_offset, true);
+        }
+    }
+    consumer.shutdown().await;
+    outcome?;
+    printed.report_if_none(rule)
+}
+
+/// What the printer printed: per queue, the offset after the last printed message.
+#[derive(Default)]
+struct Printed {
+    count: usize,
+    next_offsets: HashMap<MessageQueue, i64>,
+    /// The run ended because `--idle` passed without a message.
+    idle_ended: bool,
+}
+
+impl Printed {
+    fn record(&mut self, queue: MessageQueue, queue_offset: i64) {
+        self.count += 1;
+        let next = self.next_offsets.entry(queue).or_insert(queue_offset + 1);
+        *next = (*next).max(queue_offset + 1);
+    }
+
+    /// An `--idle` run that printed nothing says so, and fails like `grep` finding nothing.
+    fn report_if_none(&self, rule: &StopRule) -> Result<()> {
+        match rule.idle {
+            Some(idle) if self.idle_ended && self.count == 0 => bail!(no_messages(idle)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Prints deliveries until the stop rule, the idle time or a signal ends the run.
+async fn print_deliveries(
+    mut rx: mpsc::Receiver<Delivery>,
+    json: bool,
+    rule: &StopRule,
+) -> (Result<()>, Printed) {
+    let mut printed = Printed::default();
     let signal = crate::wait_for_signal();
     tokio::pin!(signal);
-    let outcome: Result<()> = loop {
+    let outcome = loop {
         let next = async {
             match rule.idle {
                 Some(idle) => tokio::time::timeout(idle, rx.recv()).await.ok(),
@@ -221,18 +300,26 @@ async fn run_push(
         tokio::select! {
             r = &mut signal => break r,
             received = next => match received {
-                Some(Some(msg)) => {
-                    print_message(&msg, json);
-                    printed += 1;
-                    if rule.done(printed) {
+                Some(Some(delivery)) => {
+                    print_message(&delivery.msg, json);
+                    printed.record(delivery.queue, delivery.msg.queue_offset);
+                    // The listener may report it consumed only now that it is on stdout.
+                    let _ = delivery.printed.send(());
+                    if rule.done(printed.count) {
                         break Ok(());
                     }
                 }
-                // Idle for too long, or the consumer stopped.
-                _ => break Ok(()),
+                // Idle for too long.
+                None => {
+                    printed.idle_ended = true;
+                    break Ok(());
+                }
+                // The consumer stopped.
+                Some(None) => break Ok(()),
             },
         }
     };
-    consumer.shutdown().await;
-    outcome
+    // Closing the channel stops every later listener call before it prints.
+    drop(rx);
+    (outcome, printed)
 }

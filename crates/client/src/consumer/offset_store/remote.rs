@@ -10,7 +10,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use comet_protocol::body::route::MASTER_ID;
 use comet_protocol::code::ResponseCode;
 use comet_protocol::headers::{
     QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
@@ -48,19 +47,18 @@ impl RemoteBrokerOffsetStore {
         }
     }
 
-    /// The master address of the queue's broker, refreshing the route once if unknown.
+    /// Where the queue's offsets are read and committed: its broker's master, or a slave of it
+    /// while the route names no master (as Java's client does), refreshing the route once if
+    /// the broker is unknown.
     async fn broker_addr(&self, mq: &MessageQueue) -> Result<String, ClientError> {
-        if let Some(found) =
-            self.instance
-                .find_broker_address_in_subscribe(&mq.broker_name, MASTER_ID, true)
-        {
+        if let Some(found) = self.instance.find_broker_address_in_admin(&mq.broker_name) {
             return Ok(found.broker_addr);
         }
         self.instance
             .update_topic_route_info_from_name_server(&mq.topic)
             .await?;
         self.instance
-            .find_broker_address_in_subscribe(&mq.broker_name, MASTER_ID, true)
+            .find_broker_address_in_admin(&mq.broker_name)
             .map(|found| found.broker_addr)
             .ok_or_else(|| ClientError::Client(format!("the broker[{}] not exist", mq.broker_name)))
     }
