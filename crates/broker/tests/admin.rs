@@ -542,3 +542,64 @@ async fn who_produces_and_who_consumes_and_every_group_s_progress() {
     assert_eq!(lag_of(&orderly, online), Some(0));
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn consume_tps_is_what_a_group_pulled_per_second_over_the_last_minute() {
+    let broker = TestBroker::start().await;
+    let (topic, group, idle) = ("TpsTopic", "tps_group", "tps_idle_group");
+    assert_eq!(broker.invoke(create_topic(topic, 1)).await.code, SUCCESS);
+    for g in [group, idle] {
+        assert_eq!(broker.invoke(create_group(g)).await.code, SUCCESS);
+    }
+    for i in 0..20 {
+        let rsp = broker
+            .invoke(send_v2(topic, 0, format!("m{i}").as_bytes(), &[]))
+            .await;
+        assert_eq!(rsp.code, SUCCESS);
+    }
+    assert!(wait_until(|| async { broker.store().get_max_offset_in_queue(topic, 0) == 20 }).await);
+    let pulled = broker.invoke(pull(group, topic, 0, 0, 32)).await;
+    assert_eq!(pulled.code, SUCCESS, "{:?}", pulled.remark);
+    for g in [group, idle] {
+        assert_eq!(broker.invoke(commit(g, topic, 0, 0)).await.code, SUCCESS);
+    }
+    let tps_of = |stats: &ConsumeStats| stats.consume_tps;
+    // The broker samples its counters every 10 s; the pull shows at the next sample.
+    let sampled = wait_until(|| async {
+        let rsp = broker.invoke(consume_stats(group, topic)).await;
+        from_fastjson::<ConsumeStats>(&rsp.body.unwrap_or_default())
+            .is_ok_and(|stats| tps_of(&stats) > 0.0)
+    })
+    .await;
+    assert!(
+        sampled,
+        "GET_CONSUME_STATS never reported the group's pulls"
+    );
+    let idle_stats: ConsumeStats = from_fastjson(
+        &broker
+            .invoke(consume_stats(idle, topic))
+            .await
+            .body
+            .unwrap_or_default(),
+    )
+    .expect("stats parse");
+    assert_eq!(tps_of(&idle_stats), 0.0, "a group that pulled nothing");
+
+    let rsp = broker
+        .invoke(request_with_header(
+            RequestCode::GetBrokerConsumeStats,
+            &GetConsumeStatsInBrokerHeader::default(),
+        ))
+        .await;
+    let list: ConsumeStatsList =
+        from_fastjson(&rsp.body.unwrap_or_default()).expect("consume stats list parses");
+    let tps: f64 = list
+        .consume_stats_list
+        .iter()
+        .filter_map(|m| m.get(group))
+        .flatten()
+        .map(tps_of)
+        .sum();
+    assert!(tps > 0.0, "GET_BROKER_CONSUME_STATS: {list:?}");
+    broker.shutdown().await;
+}

@@ -39,16 +39,16 @@ pub enum ClientError {
          (set a different instance name to run two of them in one process)"
     )]
     DuplicateGroup(String),
-    /// No route is known for the topic, neither on the name server nor via TBW102 auto-creation.
-    #[error(
-        "No route info of this topic: {topic}; check that the name server address {namesrv} is \
-         right and the topic exists or autoCreateTopicEnable is on"
-    )]
+    /// No route is known for the topic, neither on the name server nor via TBW102 auto-creation,
+    /// or its route has no queue to write to.
+    #[error("No route info of this topic: {topic}: {}", reason.explain(topic, namesrv))]
     NoRoute {
         /// The topic without a route.
         topic: String,
         /// The name server addresses asked.
         namesrv: String,
+        /// Why there is no route to use.
+        reason: NoRouteReason,
     },
     /// No name server address is configured.
     #[error(
@@ -97,6 +97,38 @@ pub enum ClientError {
         /// The state it was in (`RUNNING`, `START_FAILED`, `SHUTDOWN_ALREADY`).
         state: String,
     },
+}
+
+/// Why a topic has no route a client can use: each has its own remedy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoRouteReason {
+    /// The name servers answered that they do not know the topic (and no broker creates topics
+    /// on first use).
+    TopicNotExist,
+    /// The name servers know the topic, but none of its queues is on a master that takes
+    /// writes: the broker's or the topic's permission lacks write.
+    NotWritable,
+    /// The name servers could not be asked; the text is why.
+    NameServerUnreachable(String),
+}
+
+impl NoRouteReason {
+    /// The reason in words, with what to do about it.
+    fn explain(&self, topic: &str, namesrv: &str) -> String {
+        match self {
+            NoRouteReason::TopicNotExist => format!(
+                "the topic does not exist (the name servers {namesrv} do not know it); create it \
+                 (`comet topic create {topic}`, mqadmin updateTopic) or turn \
+                 autoCreateTopicEnable on"
+            ),
+            NoRouteReason::NotWritable => "no broker of its route takes writes: the broker's or \
+                 the topic's permission lacks write (`comet topic route` shows them)"
+                .to_owned(),
+            NoRouteReason::NameServerUnreachable(why) => {
+                format!("the name servers {namesrv} could not be asked: {why}")
+            }
+        }
+    }
 }
 
 impl ClientError {

@@ -140,7 +140,7 @@ pub use consumer::{
     MessageListenerOrderly, MessageModel, OrderlyReply, concurrently_async_fn, concurrently_fn,
     orderly_async_fn, orderly_fn,
 };
-pub use error::{ClientError, Result};
+pub use error::{ClientError, NoRouteReason, Result};
 pub use instance::{
     FindBrokerResult, MQClientInstance, MQClientManager, MQConsumerInner, MQProducerInner,
     ServiceState,

@@ -14,8 +14,9 @@ use bytes::Bytes;
 use comet_broker::{BrokerConfig, BrokerController, BrokerHandle};
 use comet_client::api::{PullStatus, RETRY_GROUP_TOPIC_PREFIX};
 use comet_client::producer::{DefaultMQProducer, ProducerConfig, SelectMessageQueueByHash};
-use comet_client::{ClientError, Message, MessageExt, MessageQueue, SendStatus};
+use comet_client::{ClientError, Message, MessageExt, MessageQueue, NoRouteReason, SendStatus};
 use comet_namesrv::{NameServer, NameServerHandle, NamesrvConfig};
+use comet_protocol::body::TopicConfig;
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::command::COMET_VERSION;
 use comet_protocol::headers::{PullMessageRequestHeader, pull_sys_flag};
@@ -496,15 +497,17 @@ async fn large_bodies_are_compressed_on_the_wire_and_restored() {
 }
 
 #[tokio::test]
-async fn unknown_topic_without_auto_create_gives_the_clear_error() {
+async fn each_reason_for_no_route_says_what_to_do() {
     let cluster = Cluster::start_with(|c| c.auto_create_topic_enable = false).await;
     let producer = cluster.producer("pg_noroute").await;
+    // Unknown to the name server, and brokers do not create topics on first use.
     let err = producer
         .send(Message::new("NoSuchTopic", "x"))
         .await
         .expect_err("no route");
     assert!(
-        matches!(&err, ClientError::NoRoute { topic, .. } if topic == "NoSuchTopic"),
+        matches!(&err, ClientError::NoRoute { topic, reason: NoRouteReason::TopicNotExist, .. }
+            if topic == "NoSuchTopic"),
         "got {err:?}"
     );
     let text = err.to_string();
@@ -512,8 +515,55 @@ async fn unknown_topic_without_auto_create_gives_the_clear_error() {
         text.contains("No route info of this topic: NoSuchTopic"),
         "{text}"
     );
+    assert!(text.contains("does not exist"), "{text}");
     assert!(text.contains(&cluster.namesrv_addr()), "{text}");
+
+    // Known, but read-only: creating it would not help.
+    let broker = cluster.broker.as_ref().expect("broker running");
+    broker.context().topic_config.update(TopicConfig {
+        topic_name: "ReadOnly".to_owned(),
+        perm: 4,
+        ..TopicConfig::default()
+    });
+    broker.register_now().await;
+    let err = producer
+        .send(Message::new("ReadOnly", "x"))
+        .await
+        .expect_err("not writable");
+    assert!(
+        matches!(
+            &err,
+            ClientError::NoRoute {
+                reason: NoRouteReason::NotWritable,
+                ..
+            }
+        ),
+        "got {err:?}"
+    );
+    assert!(err.to_string().contains("takes writes"), "{err}");
     producer.shutdown().await;
+
+    // No name server answers.
+    let mut config = cluster.producer_config("pg_nonamesrv");
+    config.client.namesrv_addr = "127.0.0.1:1".to_owned();
+    let lost = DefaultMQProducer::new(config);
+    lost.start().await.expect("producer starts");
+    let err = lost
+        .send(Message::new("AnyTopic", "x"))
+        .await
+        .expect_err("no name server");
+    assert!(
+        matches!(
+            &err,
+            ClientError::NoRoute {
+                reason: NoRouteReason::NameServerUnreachable(_),
+                ..
+            }
+        ),
+        "got {err:?}"
+    );
+    assert!(err.to_string().contains("could not be asked"), "{err}");
+    lost.shutdown().await;
     cluster.shutdown().await;
 }
 

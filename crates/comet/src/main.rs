@@ -93,7 +93,38 @@ impl Command {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", error_report(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// What a failed command prints: the error, each cause on a line of its own, and a hint where
+/// the error suggests a likely mistake. Never a backtrace: `RUST_BACKTRACE`, which many Rust
+/// users keep set, is for panics, not for an error the command explains.
+fn error_report(e: &anyhow::Error) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("error: {e}\n");
+    let mut shown = e.to_string();
+    for cause in e.chain().skip(1) {
+        // Many errors already quote their cause ("connect to X failed: refused").
+        let text = cause.to_string();
+        if !shown.contains(&text) {
+            let _ = writeln!(out, "  caused by: {text}");
+        }
+        shown = text;
+    }
+    if let Some(hint) = cli::errors::hint(e) {
+        let _ = writeln!(out, "hint: {hint}");
+    }
+    out
+}
+
+fn run() -> Result<()> {
     let cli = Cli::parse();
     if cli.command.is_client_tool() {
         restore_default_sigpipe();

@@ -519,3 +519,50 @@ async fn an_interrupted_or_idle_consume_commits_what_it_printed() {
     broker.shutdown().await.expect("broker stops");
     namesrv.shutdown().await;
 }
+
+/// Runs `comet <args>` with `RUST_BACKTRACE=1` (as many Rust users keep it) and returns its
+/// stderr; fails unless the command fails.
+async fn comet_fails(items: &[&str]) -> String {
+    let argv = args(items);
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_comet"))
+            .args(&argv)
+            .env_remove("NAMESRV_ADDR")
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .expect("comet runs")
+    })
+    .await
+    .expect("blocking task");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{items:?} succeeded: {stderr}");
+    assert!(
+        !stderr.to_lowercase().contains("backtrace"),
+        "an error prints its causes, not a backtrace: {stderr}"
+    );
+    stderr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mistakes_fail_and_say_what_to_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (namesrv, broker) = start_pair(dir.path()).await;
+    let ns = namesrv.local_addr().to_string();
+    let broker_addr = broker.local_addr().to_string();
+    comet(args(&["topic", "create", "-n", &ns, "Known"])).await;
+
+    let err = comet_fails(&["consume", "-n", &ns, "NoSuchTopic", "--idle", "1"]).await;
+    assert!(err.contains("topic NoSuchTopic does not exist"), "{err}");
+    let err = comet_fails(&["group", "progress", "-n", &ns, "NoSuchGroup"]).await;
+    assert!(err.contains("no consume progress"), "{err}");
+    let err = comet_fails(&["produce", "-n", &ns, "Known", "--delay-level", "99"]).await;
+    assert!(err.contains("has 18 levels"), "{err}");
+    let err = comet_fails(&["topic", "delete", "-n", &ns, "NoSuchTopic"]).await;
+    assert!(err.contains("nothing was deleted"), "{err}");
+    // A broker's address where a name server's belongs.
+    let err = comet_fails(&["topic", "list", "-n", &broker_addr]).await;
+    assert!(err.contains("-n takes a name server's address"), "{err}");
+
+    broker.shutdown().await.expect("broker stops");
+    namesrv.shutdown().await;
+}

@@ -6,6 +6,10 @@ use thiserror::Error;
 pub enum ProtocolError {
     #[error("frame length {len} exceeds the limit of {max} bytes")]
     FrameTooLarge { len: usize, max: usize },
+    /// The peer answered in HTTP (its first bytes read `HTTP`), so it is a web server, not a
+    /// RocketMQ one.
+    #[error("the peer answered in HTTP, not in RocketMQ's remoting protocol")]
+    HttpPeer,
     #[error("frame length {0} is too small to hold a header length")]
     FrameTooSmall(usize),
     #[error("header length {header_len} does not fit in frame of {frame_len} bytes")]

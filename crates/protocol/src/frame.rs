@@ -69,6 +69,11 @@ pub fn decode_frame_growing(
     }
     let len = u32::from_be_bytes([src[0], src[1], src[2], src[3]]) as usize;
     if len > MAX_FRAME_LEN {
+        // An HTTP server's answer to a frame begins with `HTTP/1.1 ...`; read as a length
+        // prefix it is 1.2 GB. Said plainly, it tells a user the port is a web one.
+        if src.starts_with(b"HTTP") {
+            return Err(ProtocolError::HttpPeer);
+        }
         return Err(ProtocolError::FrameTooLarge {
             len,
             max: MAX_FRAME_LEN,
@@ -162,6 +167,12 @@ mod tests {
             }
             assert!(buf.is_empty());
         }
+    }
+
+    #[test]
+    fn an_http_answer_is_named_as_such() {
+        let mut buf = BytesMut::from(&b"HTTP/1.1 400 Bad Request\r\n\r\n"[..]);
+        assert_eq!(decode_frame(&mut buf), Err(ProtocolError::HttpPeer));
     }
 
     #[test]

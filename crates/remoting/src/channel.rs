@@ -123,6 +123,9 @@ enum Admission {
 struct Pending {
     closed: bool,
     waiting: HashMap<i32, oneshot::Sender<RemotingCommand>>,
+    /// Why the connection was closed, when it was for a reason the waiting requests should
+    /// report (an undecodable answer) rather than a plain close.
+    close_reason: Option<RemotingError>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -269,6 +272,27 @@ impl Channel {
         drop(waiting);
     }
 
+    /// Records why the connection is about to close, so that the requests still waiting for
+    /// their answers fail with it instead of a bare "connection closed". Returns how many are
+    /// waiting (they will report the reason; with none, the caller should).
+    pub(crate) fn record_close_reason(&self, reason: RemotingError) -> usize {
+        let mut pending = self.inner.pending.lock();
+        pending.close_reason.get_or_insert(reason);
+        pending.waiting.len()
+    }
+
+    /// The error of a request whose connection closed before its answer arrived.
+    fn close_error(&self) -> RemotingError {
+        self.inner
+            .pending
+            .lock()
+            .close_reason
+            .clone()
+            .unwrap_or_else(|| RemotingError::ConnectionClosed {
+                addr: self.addr_string(),
+            })
+    }
+
     pub(crate) fn close_token(&self) -> &CancellationToken {
         &self.inner.close
     }
@@ -371,9 +395,7 @@ impl Channel {
         }
         match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(response)) => Ok(response),
-            Ok(Err(_)) => Err(RemotingError::ConnectionClosed {
-                addr: self.addr_string(),
-            }),
+            Ok(Err(_)) => Err(self.close_error()),
             Err(_) => Err(timed_out()),
         }
     }

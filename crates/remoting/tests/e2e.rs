@@ -1324,3 +1324,36 @@ async fn a_fence_may_release_held_responses_on_the_writers_call() {
     assert_eq!(*fence.calls.lock(), [false, true]);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_request_answered_in_http_fails_saying_so() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("local addr").to_string();
+    // An HTTP server's answer to bytes it cannot parse.
+    tokio::spawn(async move {
+        if let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = [0u8; 64];
+            let _ = stream.read(&mut buf).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            let _ = stream.shutdown().await;
+        }
+    });
+    let client = RemotingClient::new(ClientConfig::default());
+    let outcome = guard(
+        "invoke",
+        client.invoke(&addr, request(ECHO, SerializeType::Json, "x"), GUARD),
+    )
+    .await;
+    assert!(
+        matches!(
+            outcome,
+            Err(RemotingError::Protocol(comet_protocol::ProtocolError::HttpPeer))
+        ),
+        "{outcome:?}"
+    );
+    client.shutdown().await;
+}

@@ -357,6 +357,7 @@ fn consume_stats(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
             topic,
             config.read_queue_nums,
         ));
+        stats.consume_tps += admin_clients::consume_tps(ctx, group, topic);
     }
     Ok(json_body(&stats))
 }

@@ -18,6 +18,7 @@ use comet_protocol::headers::{
 };
 
 use crate::context::BrokerContext;
+use crate::metrics::windows::GROUP_GET_NUMS;
 use crate::processor::admin::json_body;
 use crate::processor::{Answer, decode_header, reject};
 
@@ -151,7 +152,7 @@ pub(super) fn broker_consume_stats(ctx: &BrokerContext, request: &RemotingComman
                 offset_table: queue_offsets(ctx, &group, &topic, config.write_queue_nums)
                     .into_iter()
                     .collect(),
-                consume_tps: 0.0,
+                consume_tps: consume_tps(ctx, &group, &topic),
             };
             list.total_diff += stats.diff_total();
             list.total_inflight_diff += stats
@@ -165,6 +166,14 @@ pub(super) fn broker_consume_stats(ctx: &BrokerContext, request: &RemotingComman
             .push(HashMap::from([(group, per_topic)]));
     }
     Ok(json_body(&list))
+}
+
+/// Messages per second `group` pulled from `topic` over the last minute, as Apache's broker
+/// reports a group's consume TPS (its GROUP_GET_NUMS statistic of `topic@group`).
+pub(super) fn consume_tps(ctx: &BrokerContext, group: &str, topic: &str) -> f64 {
+    ctx.stats_windows
+        .get(GROUP_GET_NUMS, &format!("{topic}@{group}"))
+        .map_or(0.0, |s| s.minute.tps)
 }
 
 /// VIEW_BROKER_STATS_DATA: a statistic's figures over the last minute, hour and day

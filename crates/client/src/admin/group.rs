@@ -39,6 +39,22 @@ impl QueueProgress {
     }
 }
 
+/// The per-queue lines of consume stats, sorted by queue.
+pub fn progress_lines(stats: ConsumeStats) -> Vec<QueueProgress> {
+    let mut lines: Vec<QueueProgress> = stats
+        .offset_table
+        .into_iter()
+        .map(|(queue, o)| QueueProgress {
+            queue,
+            broker_offset: o.broker_offset,
+            consumer_offset: o.consumer_offset,
+            last_timestamp: o.last_timestamp,
+        })
+        .collect();
+    lines.sort_by(|a, b| a.queue.cmp(&b.queue));
+    lines
+}
+
 impl MQAdmin {
     /// The group's offsets on every master (of `topic`'s route when given, else of every
     /// cluster), merged (GET_CONSUME_STATS). `diff_total()` of the result is the group's lag.
@@ -76,18 +92,7 @@ impl MQAdmin {
         topic: Option<&str>,
     ) -> Result<Vec<QueueProgress>> {
         let stats = self.consume_stats(group, topic).await?;
-        let mut lines: Vec<QueueProgress> = stats
-            .offset_table
-            .into_iter()
-            .map(|(queue, o)| QueueProgress {
-                queue,
-                broker_offset: o.broker_offset,
-                consumer_offset: o.consumer_offset,
-                last_timestamp: o.last_timestamp,
-            })
-            .collect();
-        lines.sort_by(|a, b| a.queue.cmp(&b.queue));
-        Ok(lines)
+        Ok(progress_lines(stats))
     }
 
     /// The group's online clients and their subscriptions (GET_CONSUMER_CONNECTION_LIST), merged

@@ -34,7 +34,7 @@ use comet_remoting::RemotingClient;
 
 use crate::api::{MQClientApi, broker_error};
 use crate::config::ClientConfig;
-use crate::error::{ClientError, Result};
+use crate::error::{ClientError, NoRouteReason, Result};
 
 pub mod broker;
 pub mod browse;
@@ -180,6 +180,7 @@ impl MQAdmin {
             .ok_or_else(|| ClientError::NoRoute {
                 topic: topic.to_owned(),
                 namesrv: self.config.namesrv_addr.clone(),
+                reason: NoRouteReason::TopicNotExist,
             })
     }
 }

@@ -196,6 +196,7 @@ impl MQClientInstance {
             .ok_or_else(|| ClientError::NoRoute {
                 topic: topic.to_string(),
                 namesrv: self.config.namesrv_addr.clone(),
+                reason: crate::error::NoRouteReason::TopicNotExist,
             })?;
         self.api
             .get_consumer_id_list_by_group(&addr, group, self.config.mq_client_api_timeout)

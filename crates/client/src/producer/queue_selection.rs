@@ -8,7 +8,7 @@ use std::time::Instant;
 use comet_protocol::body::{MessageQueue, TopicRouteData};
 
 use super::ProducerInner;
-use crate::error::{ClientError, Result};
+use crate::error::{ClientError, NoRouteReason, Result};
 use crate::route::TopicPublishInfo;
 
 impl ProducerInner {
@@ -24,14 +24,21 @@ impl ProducerInner {
             .write()
             .entry(topic.to_string())
             .or_insert_with(|| Arc::new(placeholder(topic)));
+        let mut unreachable = None;
         if let Err(e) = instance
             .update_topic_route_info_from_name_server(topic)
             .await
         {
-            tracing::warn!(topic, error = %e, "route lookup failed");
+            tracing::debug!(topic, error = %e, "route lookup failed");
+            unreachable = e.is_remoting().then(|| e.to_string());
         }
         if let Some(info) = self.cached_publish_info(topic) {
             return Ok(info);
+        }
+        // Known to the name servers, yet without a writable queue: auto-creation would not
+        // help (the broker keeps the topic's own permission).
+        if unreachable.is_none() && instance.topic_route(topic).is_some() {
+            return Err(self.no_route(topic, NoRouteReason::NotWritable));
         }
         if let Err(e) = instance
             .update_topic_route_info_from_default(
@@ -41,10 +48,18 @@ impl ProducerInner {
             )
             .await
         {
-            tracing::warn!(topic, error = %e, "auto-create template route lookup failed");
+            tracing::debug!(topic, error = %e, "auto-create template route lookup failed");
+            if e.is_remoting() {
+                unreachable.get_or_insert_with(|| e.to_string());
+            }
         }
-        self.cached_publish_info(topic)
-            .ok_or_else(|| self.no_route(topic))
+        self.cached_publish_info(topic).ok_or_else(|| {
+            let reason = match unreachable {
+                Some(why) => NoRouteReason::NameServerUnreachable(why),
+                None => NoRouteReason::TopicNotExist,
+            };
+            self.no_route(topic, reason)
+        })
     }
 
     fn cached_publish_info(&self, topic: &str) -> Option<Arc<TopicPublishInfo>> {
@@ -55,10 +70,11 @@ impl ProducerInner {
             .cloned()
     }
 
-    pub(super) fn no_route(&self, topic: &str) -> ClientError {
+    pub(super) fn no_route(&self, topic: &str, reason: NoRouteReason) -> ClientError {
         ClientError::NoRoute {
             topic: topic.to_string(),
             namesrv: self.config.client.namesrv_addr.clone(),
+            reason,
         }
     }
 

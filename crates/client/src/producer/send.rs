@@ -12,7 +12,7 @@ use comet_protocol::time::now_millis;
 
 use super::prepare::Outgoing;
 use super::{CommunicationMode, ProducerInner, SendResult, SendStatus};
-use crate::error::{ClientError, Result};
+use crate::error::{ClientError, NoRouteReason, Result};
 
 /// Broker answers after which another attempt may succeed: the 5.x Java producer's default
 /// `retryResponseCodes`. SYSTEM_BUSY is what an Apache broker answers when its send queue is
@@ -91,14 +91,14 @@ impl ProducerInner {
         }
         Err(match last_error {
             // Every broker said the topic does not exist: auto-creation is off.
-            Some(_) if all_topic_not_exist => self.no_route(topic),
+            Some(_) if all_topic_not_exist => self.no_route(topic, NoRouteReason::TopicNotExist),
             Some(e @ ClientError::Timeout { .. }) if made == 0 => e,
             Some(e) => ClientError::SendFailed {
                 topic: topic.to_string(),
                 attempts: made,
                 last: Box::new(e),
             },
-            None => self.no_route(topic),
+            None => self.no_route(topic, NoRouteReason::NotWritable),
         })
     }
 

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use comet_client::MessageExt;
 use comet_client::consumer::lite::{DefaultLitePullConsumer, LitePullConsumerConfig};
 use comet_client::consumer::push::{DefaultMQPushConsumer, PushConsumerConfig};
 use comet_client::consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageListener, MessageQueue,
 };
+use comet_client::{ClientError, MessageExt, NoRouteReason};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{ConnectArgs, format_millis, message_json, parse_time, printable_body};
@@ -94,6 +94,7 @@ pub async fn run(args: ConsumeArgs) -> Result<()> {
         }
         (StartFrom::Timestamp, None) => bail!("--from timestamp needs --timestamp"),
     };
+    check_topic(&args.connect, &args.topic).await?;
     let rule = StopRule {
         count: args.count,
         idle: (args.idle > 0).then(|| Duration::from_secs(args.idle)),
@@ -101,6 +102,26 @@ pub async fn run(args: ConsumeArgs) -> Result<()> {
     match args.mode {
         ConsumeMode::Pull => run_pull(&args, from, timestamp, &rule).await,
         ConsumeMode::Push => run_push(&args, from, timestamp, &rule).await,
+    }
+}
+
+/// Fails at once for a topic the name servers do not know, instead of a consumer waiting for a
+/// route that will not come.
+async fn check_topic(connect: &ConnectArgs, topic: &str) -> Result<()> {
+    let admin = connect.admin()?;
+    let route = admin.topic_route(topic).await;
+    admin.shutdown().await;
+    match route {
+        Ok(_) => Ok(()),
+        Err(ClientError::NoRoute {
+            reason: NoRouteReason::TopicNotExist,
+            namesrv,
+            ..
+        }) => bail!(
+            "topic {topic} does not exist (the name servers {namesrv} do not know it), so there \
+             is nothing to consume; `comet topic list` lists the topics"
+        ),
+        Err(e) => Err(e).with_context(|| format!("reading the route of topic {topic}")),
     }
 }
 

@@ -3,7 +3,7 @@
 //! `consumerStatus`, `resetOffsetByTime`, `skipAccumulatedMessage`, `cloneGroupOffset`,
 //! `updateSubGroup`, `deleteSubGroup`, `getConsumerConfig`, `brokerConsumeStats`).
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use comet_client::admin::MQAdmin;
 
@@ -173,7 +173,18 @@ async fn execute(admin: &MQAdmin, command: GroupCommand, json: bool) -> Result<(
 
 /// `group progress`: per-queue offsets and lag, and the total lag.
 async fn progress(admin: &MQAdmin, group: &str, topic: Option<&str>, json: bool) -> Result<()> {
-    let lines = admin.consumer_progress(group, topic).await?;
+    let stats = admin.consume_stats(group, topic).await?;
+    let consume_tps = stats.consume_tps;
+    let lines = comet_client::admin::group::progress_lines(stats);
+    if lines.is_empty() {
+        // As Apache's mqadmin consumerProgress: an empty offset table is an error, not an
+        // empty report.
+        let on = topic.map(|t| format!(" on topic {t}")).unwrap_or_default();
+        bail!(
+            "group {group} has no consume progress{on}: no broker holds an offset of it (the group \
+             does not exist, or has not committed an offset yet)"
+        );
+    }
     let total: i64 = lines.iter().map(|l| l.lag()).sum();
     if json {
         let queues: Vec<_> = lines
@@ -189,7 +200,8 @@ async fn progress(admin: &MQAdmin, group: &str, topic: Option<&str>, json: bool)
             .collect();
         println!(
             "{}",
-            serde_json::json!({"group": group, "diffTotal": total, "queues": queues})
+            serde_json::json!({"group": group, "consumeTps": consume_tps, "diffTotal": total,
+                "queues": queues})
         );
         return Ok(());
     }
@@ -214,7 +226,8 @@ async fn progress(admin: &MQAdmin, group: &str, topic: Option<&str>, json: bool)
         ]);
     }
     table.print();
-    println!("\nDiff Total: {total}");
+    println!("\nConsume TPS: {consume_tps:.2}");
+    println!("Diff Total: {total}");
     Ok(())
 }
 

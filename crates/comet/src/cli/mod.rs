@@ -23,6 +23,7 @@ pub mod broker_perm;
 pub mod cluster_list;
 pub mod config;
 pub mod consume;
+pub mod errors;
 pub mod group;
 pub mod group_admin;
 pub mod group_stats;

@@ -38,8 +38,10 @@ pub struct ProduceArgs {
     /// Keys of every message (space- or comma-separated); `{i}` is replaced by the index.
     #[arg(long)]
     pub keys: Option<String>,
-    /// Delay level (1 = 1 s ... 18 = 2 h).
-    #[arg(long, conflicts_with_all = ["deliver_at", "delay_ms"])]
+    /// Delay level: 1 = 1 s ... 18 = 2 h with a broker's default `messageDelayLevel`; a level
+    /// the brokers do not have is refused (a broker would deliver it at its highest level).
+    #[arg(long, conflicts_with_all = ["deliver_at", "delay_ms"],
+        value_parser = clap::value_parser!(i32).range(1..))]
     pub delay_level: Option<i32>,
     /// Deliver at this time, in ms since the epoch (a timer message: TIMER_DELIVER_MS).
     #[arg(long, conflicts_with = "delay_ms")]
@@ -114,6 +116,9 @@ pub async fn run(args: ProduceArgs) -> Result<()> {
     if args.size.is_some_and(|s| s == 0 || s > MAX_MESSAGE_SIZE) {
         bail!("--size must be in 1..={MAX_MESSAGE_SIZE}");
     }
+    if let Some(level) = args.delay_level {
+        check_delay_level(&args.connect, level).await?;
+    }
     let mut config = ProducerConfig::new(args.group.clone(), args.connect.namesrv.clone());
     config.client = args.connect.client_config();
     config.enable_msg_trace = args.trace;
@@ -123,6 +128,38 @@ pub async fn run(args: ProduceArgs) -> Result<()> {
     let outcome = send_all(&producer, &args).await;
     producer.shutdown().await;
     outcome
+}
+
+/// Refuses a delay level past the last one of some master's `messageDelayLevel`: the broker
+/// would not refuse it but deliver the message at its highest level instead, which is not what
+/// was asked for.
+async fn check_delay_level(connect: &ConnectArgs, level: i32) -> Result<()> {
+    let admin = connect.admin()?;
+    let masters = admin
+        .master_addrs(None)
+        .await
+        .context("reading the brokers' delay levels")?;
+    for (name, addr) in masters {
+        let config = admin
+            .broker_config(&addr)
+            .await
+            .with_context(|| format!("reading the delay levels of broker {name}"))?;
+        let levels: Vec<&str> = config
+            .get("messageDelayLevel")
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_default();
+        let highest = i32::try_from(levels.len()).unwrap_or(i32::MAX);
+        if !levels.is_empty() && level > highest {
+            bail!(
+                "delay level {level} does not exist on broker {name}, whose messageDelayLevel has \
+                 {highest} levels; it would deliver the message at its highest level, {highest} \
+                 ({}); pass --delay-level {highest} for that, or --delay-ms for another delay",
+                levels.last().copied().unwrap_or_default()
+            );
+        }
+    }
+    admin.shutdown().await;
+    Ok(())
 }
 
 async fn send_all(producer: &DefaultMQProducer, args: &ProduceArgs) -> Result<()> {

@@ -2,7 +2,7 @@
 //! `topicList` (`-c` with the consuming groups), `topicRoute`, `topicStatus`, `deleteTopic`,
 //! `topicClusterList`, `updateTopicPerm`).
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use comet_client::admin::topic::{DEFAULT_ADMIN_QUEUE_NUMS, default_topic_config};
 use comet_client::admin::{MQAdmin, TopicTarget};
@@ -281,6 +281,18 @@ async fn stats(admin: &MQAdmin, topic: &str, json: bool) -> Result<()> {
 
 /// `topic delete`.
 async fn delete(admin: &MQAdmin, topic: &str, cluster: &str, json: bool) -> Result<()> {
+    // Apache's mqadmin reports success for a topic that never existed; a typo then looks like
+    // a deletion. Here it is an error, and nothing is sent.
+    match admin.topic_route(topic).await {
+        Err(comet_client::ClientError::NoRoute {
+            reason: comet_client::NoRouteReason::TopicNotExist,
+            ..
+        }) => bail!(
+            "topic {topic} does not exist (the name servers do not know it): nothing was deleted"
+        ),
+        Err(e) => return Err(e).with_context(|| format!("reading the route of topic {topic}")),
+        Ok(_) => {}
+    }
     admin.delete_topic(topic, cluster).await?;
     if json {
         println!(

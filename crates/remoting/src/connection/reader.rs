@@ -321,7 +321,13 @@ impl Reader {
                 tracing::debug!(peer = %self.peer, error = %e, "read failed")
             }
             other => {
-                tracing::warn!(peer = %self.peer, reason = %other, "undecodable frame, closing connection")
+                // Requests waiting on this connection fail with the reason, and their callers
+                // report it; logged here only when nobody waits.
+                if self.channel.record_close_reason(other.clone()) > 0 {
+                    tracing::debug!(peer = %self.peer, reason = %other, "undecodable frame, closing connection")
+                } else {
+                    tracing::warn!(peer = %self.peer, reason = %other, "undecodable frame, closing connection")
+                }
             }
         }
         if let Some(listener) = self.ctx.dispatcher.listener() {

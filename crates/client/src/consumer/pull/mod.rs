@@ -241,6 +241,7 @@ impl QueueAccess {
             .ok_or_else(|| ClientError::NoRoute {
                 topic: topic.to_owned(),
                 namesrv: self.instance.config().namesrv_addr.clone(),
+                reason: crate::error::NoRouteReason::TopicNotExist,
             })?;
         // Make the broker addresses of the route known to the instance (heartbeats, pulls).
         self.instance
