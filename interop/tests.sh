@@ -50,6 +50,7 @@ SUITES=(
     interop/ha/run.sh
     interop/mqadmin/run.sh
     interop/mqadmin/daily.sh
+    interop/mqadmin/broker_config.sh
     interop/cli/run.sh
     interop/metrics/run.sh
     interop/exporter/run.sh

@@ -7,6 +7,8 @@
 #   run.sh stop <workdir>    SIGTERM both (broker first) and wait for them to exit
 #   run.sh stop-broker <workdir>  SIGTERM only the broker and wait for it to exit (the name server
 #                            keeps serving routes, e.g. to show clients falling back to a slave)
+#   run.sh restart-broker <workdir>  SIGTERM the broker, wait for it to exit, start it again from its
+#                            config file (which updateBrokerConfig rewrites) and wait until it booted
 #   run.sh kill <workdir>    SIGKILL both
 #   run.sh classpath         print the runtime classpath (resolving it first if needed)
 #
@@ -215,9 +217,23 @@ signal_all() {
     done
 }
 
+# restart_broker: the broker again, from the config file it started with, on the same ports.
+restart_broker() {
+    [[ -f "$WORKDIR/env" ]] || die "no broker was started in $WORKDIR"
+    signal_all TERM yes broker
+    CP="$(classpath)"
+    local listen
+    listen="$(sed -n 's/^BROKER_LISTEN_ADDR=//p' "$WORKDIR/env")"
+    launch broker org.apache.rocketmq.broker.BrokerStartup -c "$WORKDIR/conf/broker.conf"
+    wait_port "${listen%:*}" "${listen##*:}" "$(cat "$WORKDIR/broker.pid")" broker
+    wait_log "$WORKDIR/broker.out" "boot success" "$(cat "$WORKDIR/broker.pid")" broker
+    sed -i "s/^BROKER_PID=.*/BROKER_PID=$(cat "$WORKDIR/broker.pid")/" "$WORKDIR/env"
+    echo "run.sh: Apache RocketMQ broker restarted on $listen"
+}
+
 cmd="${1:-}"
 case "$cmd" in
-start | stop | stop-broker | kill)
+start | stop | stop-broker | restart-broker | kill)
     [[ $# -eq 2 ]] || die "usage: run.sh $cmd <workdir>"
     WORKDIR="$2"
     [[ $cmd == start ]] || WORKDIR="$(cd "$WORKDIR" && pwd)"
@@ -225,9 +241,10 @@ start | stop | stop-broker | kill)
     start) start ;;
     stop) signal_all TERM yes ;;
     stop-broker) signal_all TERM yes broker ;;
+    restart-broker) restart_broker ;;
     kill) signal_all KILL no ;;
     esac
     ;;
 classpath) classpath ;;
-*) die "usage: run.sh start|stop|stop-broker|kill <workdir> | run.sh classpath" ;;
+*) die "usage: run.sh start|stop|stop-broker|restart-broker|kill <workdir> | run.sh classpath" ;;
 esac

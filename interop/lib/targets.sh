@@ -20,6 +20,18 @@ wait_for() {
 # comet_serve_start: `comet serve` on free loopback ports, data under $WORK/data.
 comet_serve_start() {
     rm -rf "$WORK/data" "$WORK/ready.json"
+    comet_serve_launch
+}
+
+# comet_serve_restart: stops `comet serve` and starts it again on the same data directory (on new
+# free ports).
+comet_serve_restart() {
+    comet_serve_stop
+    comet_serve_launch
+}
+
+# comet_serve_launch: starts `comet serve` on $WORK/data as it is, and waits until it is ready.
+comet_serve_launch() {
     "$COMET" serve --namesrv-listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$WORK/data" \
         --ready-file "$WORK/ready.json" >"$WORK/serve.log" 2>&1 &
     SERVE_PID=$!
@@ -39,6 +51,12 @@ comet_serve_stop() {
 apache_start() {
     "$APACHE" start "$WORK/apache" >"$WORK/apache-start.out" 2>&1 || die "Apache RocketMQ did not start"
     NAMESRV="$(sed -n 's/^NAMESRV_ADDR=//p' "$WORK/apache/env")"
+}
+
+# apache_restart_broker: stops Apache's broker and starts it again from its config file (the name
+# server keeps running); NAMESRV does not change.
+apache_restart_broker() {
+    "$APACHE" restart-broker "$WORK/apache" >>"$WORK/apache-start.out" 2>&1 || die "Apache's broker did not restart"
 }
 
 apache_stop() {

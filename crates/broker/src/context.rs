@@ -8,13 +8,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 use comet_remoting::CancellationToken;
 use comet_store::MessageStore;
 
 use crate::client::{ConsumerManager, ProducerManager};
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, RuntimeConfig};
 use crate::ha::Replication;
 use crate::long_polling::PullRequestHoldService;
 use crate::offset_manager::ConsumerOffsetManager;
@@ -27,7 +26,11 @@ use crate::topic_config::TopicConfigManager;
 
 /// Everything a processor may need (see the module docs).
 pub struct BrokerContext {
+    /// The configuration the broker started with: for the keys read only at start. The keys
+    /// that change while the broker runs are read from [`BrokerContext::live_config`].
     pub config: Arc<BrokerConfig>,
+    /// The configuration in force, changed by UPDATE_BROKER_CONFIG.
+    pub runtime: RuntimeConfig,
     pub store: Arc<MessageStore>,
     pub topic_config: Arc<TopicConfigManager>,
     pub subscription_groups: Arc<SubscriptionGroupManager>,
@@ -42,10 +45,6 @@ pub struct BrokerContext {
     /// Timer messages (`rmq_sys_wheel_timer` and its wheel).
     pub timer: Arc<TimerMessageService>,
     pub outer_api: Arc<BrokerOuterApi>,
-    /// The permission bits in force (`brokerPermission`): starts as the configured value and
-    /// changes at runtime through UPDATE_BROKER_CONFIG. Read it with
-    /// [`BrokerContext::broker_permission`].
-    pub broker_permission: AtomicI32,
     /// The HA listener, the slave client of a slave, and what a `SYNC_MASTER`'s answers wait
     /// for.
     pub replication: Arc<Replication>,
@@ -80,15 +79,16 @@ impl BrokerContext {
         self.store_host.to_string()
     }
 
+    /// The configuration in force: the one to read a key marked live in the configuration
+    /// table from, on each use (it may have changed since the broker started).
+    pub fn live_config(&self) -> Arc<BrokerConfig> {
+        self.runtime.current()
+    }
+
     /// The permission bits in force (READ 4, WRITE 2, INHERIT 1): checked by every send, pull
     /// and send-back, and ANDed into every topic's at registration.
     pub fn broker_permission(&self) -> i32 {
-        self.broker_permission.load(Ordering::Relaxed)
-    }
-
-    /// Changes the permission bits in force; the caller re-registers with the name servers.
-    pub fn set_broker_permission(&self, value: i32) {
-        self.broker_permission.store(value, Ordering::Relaxed);
+        self.runtime.current().broker_permission
     }
 
     /// Whether the broker is shutting down.

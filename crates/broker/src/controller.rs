@@ -17,7 +17,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicI32;
 use std::time::Duration;
 
 use comet_acl::{AclError, DEFAULT_WATCH_INTERVAL, PlainAccessValidator};
@@ -28,7 +27,7 @@ use thiserror::Error;
 use tokio::task::JoinHandle;
 
 use crate::client::{ClientHousekeeping, ConsumerManager, ProducerManager};
-use crate::config::{BrokerConfig, ConfigError, MetricsExporterType};
+use crate::config::{BrokerConfig, ConfigError, MetricsExporterType, RuntimeConfig};
 use crate::context::BrokerContext;
 use crate::ha::Replication;
 use crate::long_polling::{NotifyMessageArrivingListener, PullRequestHoldService};
@@ -74,8 +73,10 @@ pub struct BrokerController;
 
 impl BrokerController {
     /// Starts a broker with `config` on the current tokio runtime (see the module docs).
-    pub async fn start(config: BrokerConfig) -> Result<BrokerHandle, BrokerError> {
+    pub async fn start(mut config: BrokerConfig) -> Result<BrokerHandle, BrokerError> {
         config.validate()?;
+        // Runtime changes go to this file; `getBrokerConfig` shows which.
+        config.broker_config_path = Some(config.config_file_path());
         let config = Arc::new(config);
         let root = config.store_path_root_dir.clone();
 
@@ -303,6 +304,7 @@ fn build_context(
     let channel_expired = Duration::from_millis(config.channel_expired_timeout_ms);
     Arc::new(BrokerContext {
         config: Arc::clone(config),
+        runtime: RuntimeConfig::new(Arc::clone(config)),
         store: Arc::clone(store),
         topic_config: tables.topic_config,
         subscription_groups: tables.subscription_groups,
@@ -326,7 +328,6 @@ fn build_context(
             config.namesrv_addr.clone(),
             Duration::from_millis(config.register_broker_timeout_ms),
         )),
-        broker_permission: AtomicI32::new(config.broker_permission),
         replication,
         store_host,
         shutdown: CancellationToken::new(),

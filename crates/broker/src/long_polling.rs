@@ -74,8 +74,9 @@ type QueueTable = HashMap<String, HashMap<i32, Vec<HeldPull>>>;
 /// Holds pulls until messages arrive or their hold time passes (RocketMQ `PullRequestHoldService`).
 #[derive(Debug)]
 pub struct PullRequestHoldService {
-    long_polling_enable: bool,
-    short_polling_millis: u64,
+    /// `longPollingEnable` and `shortPollingTimeMills`: change while the broker runs.
+    long_polling_enable: AtomicBool,
+    short_polling_millis: AtomicU64,
     table: Mutex<QueueTable>,
     held: AtomicUsize,
     ctx: OnceLock<Weak<BrokerContext>>,
@@ -87,8 +88,8 @@ pub struct PullRequestHoldService {
 impl PullRequestHoldService {
     pub fn new(long_polling_enable: bool, short_polling_millis: u64) -> Self {
         Self {
-            long_polling_enable,
-            short_polling_millis,
+            long_polling_enable: AtomicBool::new(long_polling_enable),
+            short_polling_millis: AtomicU64::new(short_polling_millis),
             table: Mutex::new(HashMap::new()),
             held: AtomicUsize::new(0),
             ctx: OnceLock::new(),
@@ -99,25 +100,37 @@ impl PullRequestHoldService {
     }
 
     pub fn long_polling_enable(&self) -> bool {
+        self.long_polling_enable.load(Ordering::Relaxed)
+    }
+
+    /// Changes the polling mode: pulls held from now on (and the re-check period) follow it.
+    pub fn set_polling(&self, long_polling_enable: bool, short_polling_millis: u64) {
+        self.short_polling_millis
+            .store(short_polling_millis, Ordering::Relaxed);
         self.long_polling_enable
+            .store(long_polling_enable, Ordering::Relaxed);
+    }
+
+    fn short_polling_millis(&self) -> u64 {
+        self.short_polling_millis.load(Ordering::Relaxed)
     }
 
     /// How long a pull asking for `suspend_timeout_millis` is held.
     pub fn hold_time(&self, suspend_timeout_millis: i64) -> Duration {
-        if self.long_polling_enable {
+        if self.long_polling_enable() {
             Duration::from_millis(u64::try_from(suspend_timeout_millis).unwrap_or(0))
                 .min(MAX_SUSPEND_TIMEOUT)
         } else {
-            Duration::from_millis(self.short_polling_millis)
+            Duration::from_millis(self.short_polling_millis())
         }
     }
 
     /// The re-check period.
     pub fn check_interval(&self) -> Duration {
-        if self.long_polling_enable {
+        if self.long_polling_enable() {
             LONG_POLLING_CHECK_INTERVAL
         } else {
-            Duration::from_millis(self.short_polling_millis.max(1))
+            Duration::from_millis(self.short_polling_millis().max(1))
         }
     }
 
@@ -427,7 +440,7 @@ impl MessageArrivingListener for NotifyMessageArrivingListener {
     fn arriving(&self, arrival: &MessageArrival<'_>) {
         self.pop.notify_arrival(arrival.topic);
         // With short polling RocketMQ does not wake on arrival: the 1 s timer answers.
-        if self.service.long_polling_enable {
+        if self.service.long_polling_enable() {
             self.service.notify_message_arriving(
                 arrival.topic,
                 arrival.queue_id,

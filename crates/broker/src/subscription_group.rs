@@ -8,6 +8,7 @@
 //! offsets are already stored.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config_tables::{SUBSCRIPTION_GROUP_FILE, SubscriptionGroupTable, config_path};
 use comet_config_file::ConfigFileError;
@@ -33,7 +34,8 @@ pub const SYSTEM_GROUPS: &[&str] = &[
 #[derive(Debug)]
 pub struct SubscriptionGroupManager {
     table: SubscriptionGroupTable,
-    auto_create: bool,
+    /// `autoCreateSubscriptionGroup`: changes while the broker runs.
+    auto_create: AtomicBool,
 }
 
 impl SubscriptionGroupManager {
@@ -41,7 +43,10 @@ impl SubscriptionGroupManager {
     pub fn open(store_root: &Path, auto_create: bool) -> Result<Self, ConfigFileError> {
         let table =
             SubscriptionGroupTable::open(&config_path(store_root, SUBSCRIPTION_GROUP_FILE))?;
-        let manager = SubscriptionGroupManager { table, auto_create };
+        let manager = SubscriptionGroupManager {
+            table,
+            auto_create: AtomicBool::new(auto_create),
+        };
         for group in SYSTEM_GROUPS {
             let _ = manager.table.find_or_create(group, true);
         }
@@ -55,12 +60,18 @@ impl SubscriptionGroupManager {
         if validate_group(group).is_err() {
             return self.table.find(group);
         }
-        let (config, created) = self.table.find_or_create(group, self.auto_create)?;
+        let auto_create = self.auto_create.load(Ordering::Relaxed);
+        let (config, created) = self.table.find_or_create(group, auto_create)?;
         if created {
             tracing::info!(group, "subscription group auto-created");
             self.persist_logged();
         }
         Some(config)
+    }
+
+    /// Turns the creation of unknown groups on first use on or off.
+    pub fn set_auto_create(&self, auto_create: bool) {
+        self.auto_create.store(auto_create, Ordering::Relaxed);
     }
 
     /// The group's config, without creating it.

@@ -18,6 +18,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config_tables::{TOPICS_FILE, TopicConfigTable, config_path};
 use comet_config_file::ConfigFileError;
@@ -44,6 +45,8 @@ pub const CLUSTER_TOPIC_QUEUE_NUMS: i32 = 16;
 pub struct TopicConfigManager {
     table: TopicConfigTable,
     config: Arc<BrokerConfig>,
+    /// `autoCreateTopicEnable`: changes while the broker runs.
+    auto_create_topic_enable: AtomicBool,
     /// Signalled after every change; a stored permit means "re-register soon".
     changed: Notify,
     /// Serializes auto-creation so two racing sends create a topic once.
@@ -64,6 +67,7 @@ impl TopicConfigManager {
         let table = TopicConfigTable::open(&config_path(store_root, TOPICS_FILE))?;
         let manager = TopicConfigManager {
             table,
+            auto_create_topic_enable: AtomicBool::new(config.auto_create_topic_enable),
             config,
             changed: Notify::new(),
             create_lock: Mutex::new(()),
@@ -151,7 +155,7 @@ impl TopicConfigManager {
             self.table.put(schedule);
         }
         // With auto-creation off, a TBW102 left from an earlier run must not allow inheriting.
-        if !self.config.auto_create_topic_enable
+        if !self.auto_create_topic_enable.load(Ordering::Relaxed)
             && let Some(mut tbw) = self.table.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
             && tbw.perm != perm::PERM_READ_WRITE
         {
@@ -216,6 +220,48 @@ impl TopicConfigManager {
         self.commit_change();
     }
 
+    /// Turns auto-creation from TBW102 on or off while the broker runs, with TBW102 as a start
+    /// with that setting leaves it: on, TBW102 exists and may be inherited (it is made, with
+    /// `defaultTopicQueueNums` queues, when missing); off, it may not. A changed TBW102 is
+    /// persisted and re-registered.
+    pub fn set_auto_create_topic_enable(&self, enable: bool) {
+        if self
+            .auto_create_topic_enable
+            .swap(enable, Ordering::Relaxed)
+            == enable
+        {
+            return;
+        }
+        let _guard = self.create_lock.lock();
+        let rw = perm::PERM_READ_WRITE;
+        let tbw = match self.table.get(AUTO_CREATE_TOPIC_KEY_TOPIC) {
+            Some(mut tbw) if enable && !perm::is_inherited(tbw.perm) => {
+                tbw.perm |= perm::PERM_INHERIT | rw;
+                Some(tbw)
+            }
+            None if enable => Some(TopicConfig::with_queues(
+                AUTO_CREATE_TOPIC_KEY_TOPIC,
+                self.config.default_topic_queue_nums,
+                self.config.default_topic_queue_nums,
+                perm::PERM_INHERIT | rw,
+            )),
+            Some(mut tbw) if !enable && tbw.perm != rw => {
+                tbw.perm = rw;
+                Some(tbw)
+            }
+            _ => None,
+        };
+        if let Some(tbw) = tbw {
+            tracing::info!(
+                enable,
+                perm = tbw.perm,
+                "autoCreateTopicEnable changed: TBW102 follows"
+            );
+            self.table.put(tbw);
+            self.commit_change();
+        }
+    }
+
     /// Creates or replaces a topic (admin UPDATE_AND_CREATE_TOPIC, RocketMQ `updateTopicConfig`).
     pub fn update(&self, config: TopicConfig) {
         let name = config.topic_name.clone();
@@ -270,7 +316,9 @@ impl TopicConfigManager {
             );
             return None;
         };
-        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !self.config.auto_create_topic_enable {
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC
+            && !self.auto_create_topic_enable.load(Ordering::Relaxed)
+        {
             tracing::warn!(topic, "auto-create refused: autoCreateTopicEnable=false");
             return None;
         }

@@ -4,6 +4,11 @@
 //! Layers, later wins: built-in defaults → the `-c` file → `COMET_<KEY>` environment variables
 //! (the broker.conf key in SCREAMING_SNAKE_CASE, e.g. `COMET_LISTEN_PORT`, `COMET_BROKER_IP1`) →
 //! command-line flags (`-n`, `--set key=value`). Unknown keys warn with the key's name.
+//!
+//! The broker writes the settings changed while it runs (`updateBrokerConfig`) to its config
+//! file, `brokerConfigPath`: the `-c` file when there is one. Without one it is
+//! `<storePathRootDir>/config/broker.properties`, which then takes the `-c` file's place in the
+//! layers when it exists, so a restart keeps what was changed.
 
 use std::path::PathBuf;
 
@@ -51,9 +56,38 @@ fn set(config: &mut BrokerConfig, key: &str, value: &str, source: &str) -> Resul
     Ok(())
 }
 
+/// The value `key` gets from the environment or `--set`, the layers above the file.
+fn layered_value(key: &str, args: &BrokerArgs) -> Option<String> {
+    let from_set = args.overrides.iter().rev().find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().to_owned())
+    });
+    from_set.or_else(|| std::env::var(env_name(key)).ok())
+}
+
+/// The config file of the broker: `-c`, else the file where a broker started without one keeps
+/// its runtime changes (`brokerConfigPath`, else under `storePathRootDir`, as the layers above
+/// the file set them) if it exists.
+fn config_file(base: &BrokerConfig, args: &BrokerArgs) -> Result<Option<PathBuf>> {
+    if let Some(path) = &args.config_file {
+        return Ok(Some(path.clone()));
+    }
+    let mut probe = base.clone();
+    for key in ["storePathRootDir", "brokerConfigPath"] {
+        if let Some(value) = layered_value(key, args) {
+            probe
+                .set(key, &value)
+                .with_context(|| format!("bad value for {key}"))?;
+        }
+    }
+    let saved = probe.config_file_path();
+    Ok(saved.is_file().then_some(saved))
+}
+
 /// Builds the effective configuration from `config` (the base) and the layers above it.
 pub fn resolve(mut config: BrokerConfig, args: &BrokerArgs) -> Result<BrokerConfig> {
-    if let Some(path) = &args.config_file {
+    let file = config_file(&config, args)?;
+    if let Some(path) = &file {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading broker config {}", path.display()))?;
         let unknown = config
@@ -64,6 +98,10 @@ pub fn resolve(mut config: BrokerConfig, args: &BrokerArgs) -> Result<BrokerConf
             .filter(|k| !comet_console::ConsoleConfig::is_console_key(k))
         {
             tracing::warn!(key = %key, file = %path.display(), "unknown broker configuration key ignored");
+        }
+        if config.broker_config_path.is_none() {
+            // Runtime changes go back to the file the broker read.
+            config.broker_config_path = Some(path.clone());
         }
     }
     for key in BrokerConfig::KEYS {
@@ -163,6 +201,46 @@ mod tests {
             ..BrokerArgs::default()
         };
         assert!(resolve(BrokerConfig::default(), &malformed).is_err());
+    }
+
+    #[test]
+    fn runtime_changes_are_read_back_from_the_broker_config_file() {
+        let dir = std::env::temp_dir().join(format!("comet-saved-conf-{}", std::process::id()));
+        let saved = dir.join("store").join("config").join("broker.properties");
+        std::fs::create_dir_all(saved.parent().unwrap()).unwrap();
+        std::fs::write(&saved, "# saved\nflushIntervalCommitLog=900\n").unwrap();
+        let root = format!("storePathRootDir={}", dir.join("store").display());
+        // Without -c: the saved changes are the file layer, and the file changes go back to.
+        let args = BrokerArgs {
+            overrides: vec![root.clone()],
+            ..BrokerArgs::default()
+        };
+        let config = resolve(BrokerConfig::default(), &args).unwrap();
+        assert_eq!(config.flush_interval_commit_log_ms, 900);
+        assert_eq!(config.broker_config_path.as_deref(), Some(saved.as_path()));
+        // --set still wins over the saved value.
+        let args = BrokerArgs {
+            overrides: vec![root.clone(), "flushIntervalCommitLog=700".into()],
+            ..BrokerArgs::default()
+        };
+        assert_eq!(
+            resolve(BrokerConfig::default(), &args)
+                .unwrap()
+                .flush_interval_commit_log_ms,
+            700
+        );
+        // With -c: that file alone is read, and changes go back to it.
+        let conf = dir.join("broker.conf");
+        std::fs::write(&conf, "brokerName=b9\n").unwrap();
+        let args = BrokerArgs {
+            config_file: Some(conf.clone()),
+            overrides: vec![root],
+            ..BrokerArgs::default()
+        };
+        let config = resolve(BrokerConfig::default(), &args).unwrap();
+        assert_eq!(config.flush_interval_commit_log_ms, 500);
+        assert_eq!(config.broker_config_path.as_deref(), Some(conf.as_path()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

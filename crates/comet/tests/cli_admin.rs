@@ -534,8 +534,50 @@ async fn cluster_broker_and_namesrv_subcommands() {
     c.json(&["broker-config", "set", "brokerPermission=6"])
         .await;
     assert_eq!(broker_permission(&c, &addr).await, "6");
-    c.fails(&["broker-config", "set", "-b", &addr, "rocketmqHome=/x"])
+    let err = c
+        .fails(&["broker-config", "set", "-b", &addr, "rocketmqHome=/x"])
         .await;
+    assert!(
+        err.contains("refused to change rocketmqHome")
+            && err.contains("Can not update config in black list. (NO_PERMISSION 16)"),
+        "{err}"
+    );
+    let err = c
+        .fails(&[
+            "broker-config",
+            "set",
+            "-b",
+            &addr,
+            "flushIntervalCommitLog=abc",
+        ])
+        .await;
+    assert!(
+        err.contains("flushIntervalCommitLog") && err.contains("INVALID_PARAMETER 29"),
+        "{err}"
+    );
+    // A live key: in force at once, and what `get` reads back.
+    c.ok(&[
+        "broker-config",
+        "set",
+        "-b",
+        &addr,
+        "flushIntervalCommitLog=900",
+    ])
+    .await;
+    let conf = c
+        .json(&[
+            "broker-config",
+            "get",
+            "-b",
+            &addr,
+            "flushIntervalCommitLog",
+        ])
+        .await;
+    assert_eq!(
+        conf[addr.as_str()]["flushIntervalCommitLog"],
+        "900",
+        "{conf}"
+    );
     let table = c.ok(&["broker-config", "get", "-b", &addr]).await;
     assert!(
         table.contains("brokerName") && table.contains("broker-a"),

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use comet_protocol::message::batch::BatchEntry;
@@ -196,7 +196,8 @@ impl TopicQueueTable {
 /// The CommitLog of a store.
 pub struct CommitLog {
     queue: MappedFileQueue,
-    max_message_size: usize,
+    /// `maxMessageSize`: changes while the log runs ([`CommitLog::set_max_message_size`]).
+    max_message_size: AtomicUsize,
     auto_message_version_on_topic_len: bool,
     writer: Mutex<TopicQueueTable>,
     /// Counts the bytes read through the segments' mappings (see `page_release.rs`).
@@ -216,6 +217,16 @@ impl std::fmt::Debug for CommitLog {
 }
 
 impl CommitLog {
+    /// The largest body (or batch body) a put accepts.
+    pub fn max_message_size(&self) -> usize {
+        self.max_message_size.load(Ordering::Relaxed)
+    }
+
+    /// Changes the largest body (or batch body) later puts accept.
+    pub fn set_max_message_size(&self, bytes: usize) {
+        self.max_message_size.store(bytes, Ordering::Relaxed);
+    }
+
     /// A CommitLog over `config`'s commit-log directory; call [`CommitLog::load`] next.
     pub fn new(config: &MessageStoreConfig) -> Self {
         Self {
@@ -223,7 +234,7 @@ impl CommitLog {
                 &config.commit_log_dir(),
                 config.mapped_file_size_commit_log,
             ),
-            max_message_size: config.max_message_size,
+            max_message_size: AtomicUsize::new(config.max_message_size),
             auto_message_version_on_topic_len: config.auto_message_version_on_topic_len,
             writer: Mutex::new(TopicQueueTable::default()),
             page_release: PageReleaseTrigger::new(config.mapped_pages_release_bytes),
@@ -467,7 +478,7 @@ impl CommitLog {
         commit: Commit,
     ) -> Result<AppendMessageResult, PutMessageStatus> {
         self.check_topic(&msg.topic)?;
-        if msg.body.len() > self.max_message_size {
+        if msg.body.len() > self.max_message_size() {
             return Err(PutMessageStatus::MessageIllegal);
         }
         Self::check_properties(&msg.properties)?;
@@ -534,7 +545,7 @@ impl CommitLog {
             return Err(PutMessageStatus::MessageIllegal);
         }
         let body_total: usize = batch.messages.iter().map(|m| m.body.len()).sum();
-        if body_total > self.max_message_size {
+        if body_total > self.max_message_size() {
             return Err(PutMessageStatus::MessageIllegal);
         }
         let mut msgs = Vec::with_capacity(n);

@@ -36,6 +36,7 @@ use crate::config::{FlushDiskType, MessageStoreConfig};
 use crate::consume_queue::ConsumeQueueTable;
 use crate::error::StoreError;
 use crate::index_service::IndexService;
+use crate::live::LiveSettings;
 use crate::mapped_file::OS_PAGE_SIZE;
 
 /// Upper bounds of the CommitLog flush-latency buckets, in microseconds (the last bucket, past
@@ -301,9 +302,8 @@ pub struct CommitLogFlusher {
     commit_log: Arc<CommitLog>,
     checkpoint: Arc<Checkpoint>,
     mode: FlushDiskType,
-    interval: Duration,
-    least_pages: usize,
-    timed: bool,
+    /// The period, the dirty-page threshold and whether the flush is timed, read on every use.
+    live: Arc<LiveSettings>,
     thorough_interval: Duration,
     requests: Mutex<Vec<GroupCommitRequest>>,
     waker: Waker,
@@ -328,6 +328,7 @@ impl std::fmt::Debug for CommitLogFlusher {
 impl CommitLogFlusher {
     pub fn new(
         config: &MessageStoreConfig,
+        live: Arc<LiveSettings>,
         commit_log: Arc<CommitLog>,
         checkpoint: Arc<Checkpoint>,
         on_flushed: Arc<dyn Fn() + Send + Sync>,
@@ -336,9 +337,7 @@ impl CommitLogFlusher {
             commit_log,
             checkpoint,
             mode: config.flush_disk_type,
-            interval: config.flush_interval_commit_log,
-            least_pages: config.flush_commit_log_least_pages,
-            timed: config.flush_commit_log_timed,
+            live,
             thorough_interval: config.flush_commit_log_thorough_interval,
             requests: Mutex::new(Vec::new()),
             waker: Waker::new(),
@@ -412,11 +411,13 @@ impl CommitLogFlusher {
     /// ASYNC_FLUSH: wakes the thread once enough pages are dirty to be worth an msync, unless the
     /// flush is timed (then it only runs every interval).
     pub fn wake_if_needed(&self) {
-        if self.timed {
+        let live = self.live.get();
+        if live.flush_commit_log_timed {
             return;
         }
         let dirty = self.commit_log.max_offset() - self.commit_log.flushed_where();
-        let threshold = i64::try_from(self.least_pages.max(1) * OS_PAGE_SIZE).unwrap_or(i64::MAX);
+        let threshold = i64::try_from(live.flush_commit_log_least_pages.max(1) * OS_PAGE_SIZE)
+            .unwrap_or(i64::MAX);
         if dirty >= threshold {
             self.waker.wake();
         }
@@ -495,12 +496,19 @@ impl CommitLogFlusher {
         while !self.state.is_stopped() {
             match self.mode {
                 FlushDiskType::AsyncFlush => {
-                    self.waker.wait(self.interval);
+                    // The period is read each time: a change takes effect from the next wait
+                    // (and a change wakes the thread, so a shorter one need not wait out the
+                    // longer one).
+                    self.waker.wait(self.live.get().flush_interval_commit_log);
                     let thorough = last_thorough.elapsed() >= self.thorough_interval;
                     if thorough {
                         last_thorough = Instant::now();
                     }
-                    let least = if thorough { 0 } else { self.least_pages };
+                    let least = if thorough {
+                        0
+                    } else {
+                        self.live.get().flush_commit_log_least_pages
+                    };
                     match self.flush_with(least, Pending::CommitIfUncontended) {
                         Ok(flush) if flush.progressed => (self.on_flushed)(),
                         Ok(_) => {}
@@ -510,7 +518,7 @@ impl CommitLogFlusher {
                 FlushDiskType::SyncFlush => {
                     let began = Instant::now();
                     if !self.waker.poll(window.current()) {
-                        let woken = self.waker.wait(self.interval);
+                        let woken = self.waker.wait(self.live.get().flush_interval_commit_log);
                         window.missed(woken.then(|| began.elapsed()));
                     }
                     self.group_commit();
@@ -613,7 +621,8 @@ pub struct FlushConsumeQueueService {
     message_index_safe: bool,
     checkpoint: Arc<Checkpoint>,
     progress: Arc<dyn DispatchProgress>,
-    interval: Duration,
+    /// Its period (`flushIntervalConsumeQueue`), read each time the thread goes to sleep.
+    live: Arc<LiveSettings>,
     waker: Waker,
     state: ServiceState,
 }
@@ -621,7 +630,7 @@ pub struct FlushConsumeQueueService {
 impl std::fmt::Debug for FlushConsumeQueueService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlushConsumeQueueService")
-            .field("interval", &self.interval)
+            .field("interval", &self.live.get().flush_interval_consume_queue)
             .finish()
     }
 }
@@ -629,6 +638,7 @@ impl std::fmt::Debug for FlushConsumeQueueService {
 impl FlushConsumeQueueService {
     pub fn new(
         config: &MessageStoreConfig,
+        live: Arc<LiveSettings>,
         queues: Arc<ConsumeQueueTable>,
         index: Option<Arc<RwLock<IndexService>>>,
         checkpoint: Arc<Checkpoint>,
@@ -640,7 +650,7 @@ impl FlushConsumeQueueService {
             message_index_safe: config.message_index_safe,
             checkpoint,
             progress,
-            interval: config.flush_interval_consume_queue,
+            live,
             waker: Waker::new(),
             state: ServiceState::default(),
         })
@@ -651,7 +661,7 @@ impl FlushConsumeQueueService {
         self.state.spawn("comet-cq-flush", move || {
             while !me.state.is_stopped() {
                 me.prepare_index_standby();
-                me.waker.wait(me.interval);
+                me.waker.wait(me.live.get().flush_interval_consume_queue);
                 if let Err(e) = me.flush_once() {
                     tracing::error!(error = %e, "consume queue flush failed");
                 }
@@ -719,6 +729,11 @@ impl FlushConsumeQueueService {
         }
     }
 
+    /// Wakes the thread for a flush now (it then sleeps its period as read after that flush).
+    pub fn wake(&self) {
+        self.waker.wake();
+    }
+
     /// Stops the thread (the caller does the final `flush_once`) and deletes an unused standby
     /// IndexFile.
     pub fn shutdown(&self) {
@@ -752,6 +767,7 @@ mod tests {
         let counted = Arc::clone(&flushes);
         let flusher = CommitLogFlusher::new(
             &config,
+            LiveSettings::of(&config),
             Arc::clone(&commit_log),
             checkpoint,
             Arc::new(move || {
@@ -887,6 +903,7 @@ mod tests {
                 Arc::new(Checkpoint::open(&dir.path().join("checkpoint")).expect("checkpoint"));
             let service = FlushConsumeQueueService::new(
                 &config,
+                LiveSettings::of(&config),
                 Arc::new(ConsumeQueueTable::new(dir.path(), 1000)),
                 Some(Arc::clone(&index)),
                 Arc::clone(&checkpoint),
@@ -942,6 +959,7 @@ mod tests {
                 Arc::new(Checkpoint::open(&dir.path().join("checkpoint")).expect("checkpoint"));
             let flusher = CommitLogFlusher::new(
                 &config,
+                LiveSettings::of(&config),
                 Arc::clone(&commit_log),
                 checkpoint,
                 Arc::new(|| {}),

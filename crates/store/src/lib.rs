@@ -29,6 +29,7 @@ pub mod error;
 pub mod flush;
 pub mod index_file;
 pub mod index_service;
+pub mod live;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message_store;
@@ -45,6 +46,7 @@ pub use config::{FlushDiskType, MessageStoreConfig};
 pub use dispatch::{MessageArrival, MessageArrivingListener};
 pub use error::{Result, StoreError};
 pub use flush::{FLUSH_LATENCY_BUCKETS_US, FlushStatsSnapshot};
+pub use live::LiveStoreSettings;
 pub use message_store::{
     GetMessageResult, GetMessageStatus, MessageFilter, MessageStore, PUT_TIME_BUCKETS_MS,
     QueryMessageResult, StoreStatsSnapshot,

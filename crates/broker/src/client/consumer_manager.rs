@@ -11,13 +11,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use comet_protocol::body::{ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData};
 use comet_remoting::Channel;
 use parking_lot::RwLock;
 
-use super::{ClientChannelInfo, Clock, system_clock};
+use super::{ClientChannelInfo, Clock, millis_of, system_clock};
 
 /// Most consumer groups one broker tracks; heartbeats for further groups are refused, so a
 /// misbehaving client cannot grow the table without bound.
@@ -179,7 +180,8 @@ pub struct GroupChange {
 #[derive(Debug)]
 pub struct ConsumerManager {
     groups: RwLock<HashMap<String, ConsumerGroupInfo>>,
-    channel_expired_timeout: Duration,
+    /// `channelExpiredTimeout` in ms; changes while the broker runs.
+    channel_expired_timeout_ms: AtomicU64,
     clock: Arc<dyn Clock>,
 }
 
@@ -193,13 +195,19 @@ impl ConsumerManager {
     pub fn with_clock(channel_expired_timeout: Duration, clock: Arc<dyn Clock>) -> Self {
         Self {
             groups: RwLock::new(HashMap::new()),
-            channel_expired_timeout,
+            channel_expired_timeout_ms: AtomicU64::new(millis_of(channel_expired_timeout)),
             clock,
         }
     }
 
     pub fn channel_expired_timeout(&self) -> Duration {
-        self.channel_expired_timeout
+        Duration::from_millis(self.channel_expired_timeout_ms.load(Ordering::Relaxed))
+    }
+
+    /// Changes how long a channel may stay silent; the next scan uses it.
+    pub fn set_channel_expired_timeout(&self, timeout: Duration) {
+        self.channel_expired_timeout_ms
+            .store(millis_of(timeout), Ordering::Relaxed);
     }
 
     /// Registers (or refreshes) one consumer of `group` from a heartbeat. `subscriptions` is
@@ -300,7 +308,8 @@ impl ConsumerManager {
     /// already closed. The caller closes the returned channels and notifies the rest.
     pub fn scan_expired(&self) -> Vec<GroupChange> {
         let now = self.clock.now_millis();
-        let timeout = i64::try_from(self.channel_expired_timeout.as_millis()).unwrap_or(i64::MAX);
+        let timeout = i64::try_from(self.channel_expired_timeout_ms.load(Ordering::Relaxed))
+            .unwrap_or(i64::MAX);
         let mut changes = Vec::new();
         let mut groups = self.groups.write();
         groups.retain(|name, info| {

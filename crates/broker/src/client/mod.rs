@@ -32,6 +32,11 @@ pub use producer_manager::ProducerManager;
 
 pub use comet_remoting::clock::{Clock, ManualClock, SystemClock, system_clock};
 
+/// A duration in whole milliseconds, saturating.
+fn millis_of(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// One client connection of a group, as the last heartbeat described it.
 #[derive(Debug, Clone)]
 pub struct ClientChannelInfo {

@@ -7,12 +7,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use comet_remoting::Channel;
 use parking_lot::RwLock;
 
-use super::{ClientChannelInfo, Clock, system_clock};
+use super::{ClientChannelInfo, Clock, millis_of, system_clock};
 
 /// Most producer groups one broker tracks.
 pub const MAX_PRODUCER_GROUPS: usize = 100_000;
@@ -31,7 +32,8 @@ struct Tables {
 #[derive(Debug)]
 pub struct ProducerManager {
     tables: RwLock<Tables>,
-    channel_expired_timeout: Duration,
+    /// `channelExpiredTimeout` in ms; changes while the broker runs.
+    channel_expired_timeout_ms: AtomicU64,
     clock: Arc<dyn Clock>,
 }
 
@@ -43,9 +45,15 @@ impl ProducerManager {
     pub fn with_clock(channel_expired_timeout: Duration, clock: Arc<dyn Clock>) -> Self {
         Self {
             tables: RwLock::new(Tables::default()),
-            channel_expired_timeout,
+            channel_expired_timeout_ms: AtomicU64::new(millis_of(channel_expired_timeout)),
             clock,
         }
+    }
+
+    /// Changes how long a channel may stay silent; the next scan uses it.
+    pub fn set_channel_expired_timeout(&self, timeout: Duration) {
+        self.channel_expired_timeout_ms
+            .store(millis_of(timeout), Ordering::Relaxed);
     }
 
     /// Registers (or refreshes) a producer of `group`. `false` when a table bound refused it.
@@ -119,7 +127,8 @@ impl ProducerManager {
     /// the caller can close them.
     pub fn scan_expired(&self) -> Vec<ClientChannelInfo> {
         let now = self.clock.now_millis();
-        let timeout = i64::try_from(self.channel_expired_timeout.as_millis()).unwrap_or(i64::MAX);
+        let timeout = i64::try_from(self.channel_expired_timeout_ms.load(Ordering::Relaxed))
+            .unwrap_or(i64::MAX);
         let mut tables = self.tables.write();
         let mut expired = Vec::new();
         tables.groups.retain(|group, channels| {

@@ -8,11 +8,31 @@ use std::time::Duration;
 use comet_store::MessageStoreConfig;
 
 use super::{
-    BrokerConfig, BrokerRole, DEFAULT_ACL_FILE, FAST_PORT_OFFSET, HA_PORT_OFFSET,
-    MAX_REGISTER_NAME_SERVER_PERIOD_MS, MIN_REGISTER_NAME_SERVER_PERIOD_MS, ROCKETMQ_HOME_ENV,
+    ALWAYS_BLACK_LISTED, BrokerConfig, BrokerRole, DEFAULT_ACL_FILE, FAST_PORT_OFFSET,
+    HA_PORT_OFFSET, MAX_REGISTER_NAME_SERVER_PERIOD_MS, MIN_REGISTER_NAME_SERVER_PERIOD_MS,
+    ROCKETMQ_HOME_ENV, SAVED_CONFIG_FILE,
 };
 
 impl BrokerConfig {
+    /// The file runtime changes are written to: `brokerConfigPath`, else
+    /// `<storePathRootDir>/config/broker.properties`.
+    pub fn config_file_path(&self) -> PathBuf {
+        self.broker_config_path
+            .clone()
+            .unwrap_or_else(|| self.store_path_root_dir.join(SAVED_CONFIG_FILE))
+    }
+
+    /// Whether `updateBrokerConfig` refuses `key`: one of the keys always refused, or listed in
+    /// `configBlackList`.
+    pub fn is_black_listed(&self, key: &str) -> bool {
+        ALWAYS_BLACK_LISTED.contains(&key)
+            || self
+                .config_black_list
+                .split(';')
+                .map(str::trim)
+                .any(|listed| !listed.is_empty() && listed == key)
+    }
+
     /// The `plain_acl.yml` in use: `aclFile`, else `$ROCKETMQ_HOME/conf/plain_acl.yml`, else
     /// `conf/plain_acl.yml` under the working directory.
     pub fn acl_file_path(&self) -> PathBuf {

@@ -21,13 +21,17 @@ use comet_store::FlushDiskType;
 use thiserror::Error;
 
 mod derived;
+pub mod persist;
 mod properties;
 pub mod reference;
+pub mod runtime;
 mod validate;
 mod values;
 
 pub use derived::first_non_loopback_ipv4;
 pub use properties::{ParsedConfig, parse_pairs};
+pub use reference::Applied;
+pub use runtime::{ConfigChange, RuntimeConfig, UpdateError};
 pub use values::{BrokerRole, ConfigValue, MetricsExporterType};
 
 /// Default RocketMQ cluster name.
@@ -55,6 +59,12 @@ pub const MIN_TIMER_PERIOD_MS: u64 = 10;
 /// Largest `haTransferBatchSize`: an Apache slave reads each HA frame (12-byte header and body)
 /// into a 4 MiB buffer.
 pub const MAX_HA_BATCH_BYTES: usize = 4 * 1024 * 1024 - 12;
+/// Default `configBlackList`: the keys `updateBrokerConfig` refuses (Apache's default).
+pub const DEFAULT_CONFIG_BLACK_LIST: &str = "configBlackList;brokerConfigPath";
+/// Keys `updateBrokerConfig` always refuses, whatever `configBlackList` says (as Apache does).
+pub const ALWAYS_BLACK_LISTED: &[&str] = &["brokerConfigPath", "rocketmqHome", "configBlackList"];
+/// Where runtime changes are kept without a `-c` file, under the store root.
+pub const SAVED_CONFIG_FILE: &str = "config/broker.properties";
 /// Longest `broker.conf` line accepted after joining continuations (a bound on hostile input).
 pub const MAX_CONFIG_LINE_LEN: usize = 64 * 1024;
 
@@ -83,14 +93,16 @@ fn default_store_root() -> PathBuf {
 }
 
 /// Declares [`BrokerConfig`] from one table: each entry is a field with its doc comment, type
-/// and default, then its `broker.conf` key, its unit (`-` for none) and where the key comes from
+/// and default, then its `broker.conf` key, its unit (`-` for none), where the key comes from
 /// (`apache`: a `broker.conf` key of Apache RocketMQ's broker; `property("name")`: set in Apache
-/// as that JVM system property; `comet`: Comet's own). Parsing, printing, the list of keys and
-/// the configuration reference are all generated from it, so they cannot drift apart.
+/// as that JVM system property; `comet`: Comet's own) and when a change takes effect (`Live`:
+/// `updateBrokerConfig` changes it while the broker runs; `Start`: read only at start). Parsing,
+/// printing, the list of keys, what a runtime update may change and the configuration reference
+/// are all generated from it, so they cannot drift apart.
 macro_rules! broker_config {
     (
         $( $(#[doc = $doc:literal])* $field:ident : $ty:ty = $default:expr
-            => $key:literal $unit:tt $origin:ident $(($apache_name:literal))?, )*
+            => $key:literal $unit:tt $origin:ident $(($apache_name:literal))? $applied:ident, )*
     ) => {
         /// The broker's settings (see the module docs for the file format).
         #[derive(Debug, Clone, PartialEq)]
@@ -113,9 +125,18 @@ macro_rules! broker_config {
                 key: $key,
                 unit: stringify!($unit),
                 origin: reference::Origin::$origin $(($apache_name))?,
+                applied: reference::Applied::$applied,
                 doc: concat!($($doc, "\n"),*),
                 expected: <$ty as ConfigValue>::EXPECTED,
             },)*];
+
+            /// When a change of `key` takes effect; `None` for a key this broker does not know.
+            pub fn applied(key: &str) -> Option<reference::Applied> {
+                match key {
+                    $($key => Some(reference::Applied::$applied),)*
+                    _ => None,
+                }
+            }
 
             /// Sets `key` from its text. `Ok(false)` means the key is unknown (nothing changed).
             pub fn set(&mut self, key: &str, raw: &str) -> Result<bool, ConfigError> {
@@ -144,255 +165,265 @@ macro_rules! broker_config {
 
 broker_config! {
     /// Name of the cluster the broker belongs to; routes group brokers by it.
-    broker_cluster_name: String = DEFAULT_CLUSTER_NAME.to_owned() => "brokerClusterName" - Apache,
+    broker_cluster_name: String = DEFAULT_CLUSTER_NAME.to_owned() => "brokerClusterName" - Apache Start,
     /// Name of the broker group; routes and message queues carry it.
-    broker_name: String = DEFAULT_BROKER_NAME.to_owned() => "brokerName" - Apache,
+    broker_name: String = DEFAULT_BROKER_NAME.to_owned() => "brokerName" - Apache Start,
     /// 0 for the master of a broker group, above 0 for each of its slaves (a master's is set to
     /// 0 whatever the file says, as Apache does).
-    broker_id: i64 = 0 => "brokerId" - Apache,
+    broker_id: i64 = 0 => "brokerId" - Apache Start,
     /// `ASYNC_MASTER` (answers before slaves have a copy), `SYNC_MASTER` (answers once
     /// `inSyncReplicas` brokers hold the message) or `SLAVE` (replicates its master, serves no
     /// sends).
-    broker_role: BrokerRole = BrokerRole::AsyncMaster => "brokerRole" - Apache,
+    broker_role: BrokerRole = BrokerRole::AsyncMaster => "brokerRole" - Apache Start,
     /// IP the main listener binds (`0.0.0.0`: every interface).
-    bind_address: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED) => "bindAddress" - Apache,
+    bind_address: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED) => "bindAddress" - Apache Start,
     /// Port of the main listener; 0 picks an ephemeral port.
-    listen_port: u16 = DEFAULT_LISTEN_PORT => "listenPort" - Apache,
+    listen_port: u16 = DEFAULT_LISTEN_PORT => "listenPort" - Apache Start,
     /// Port of the HA listener slaves replicate from (every broker opens one); 0 means
     /// `listenPort + 1`, or an ephemeral port when `listenPort` is 0.
-    ha_listen_port: u16 = 0 => "haListenPort" - Apache,
+    ha_listen_port: u16 = 0 => "haListenPort" - Apache Start,
     /// The master's HA address (`host:port`) a slave replicates from; empty: the one the name
     /// servers answer the slave's registration with.
-    ha_master_address: String = String::new() => "haMasterAddress" - Apache,
+    ha_master_address: String = String::new() => "haMasterAddress" - Apache Start,
     /// A slave reports its offset at least this often; a master sends a heartbeat frame after
     /// this long without data.
-    ha_send_heartbeat_interval_ms: u64 = 5_000 => "haSendHeartbeatInterval" ms Apache,
+    ha_send_heartbeat_interval_ms: u64 = 5_000 => "haSendHeartbeatInterval" ms Apache Start,
     /// Either side drops an HA connection on which nothing arrived for this long.
-    ha_housekeeping_interval_ms: u64 = 20_000 => "haHousekeepingInterval" ms Apache,
+    ha_housekeeping_interval_ms: u64 = 20_000 => "haHousekeepingInterval" ms Apache Start,
     /// Most CommitLog bytes one HA frame carries.
-    ha_transfer_batch_size: usize = 32 * 1024 => "haTransferBatchSize" bytes Apache,
+    ha_transfer_batch_size: usize = 32 * 1024 => "haTransferBatchSize" bytes Apache Start,
     /// A slave further behind its master than this is not counted as in sync.
-    ha_max_gap_not_in_sync: u64 = 256 * 1024 * 1024 => "haMaxGapNotInSync" bytes Apache,
+    ha_max_gap_not_in_sync: u64 = 256 * 1024 * 1024 => "haMaxGapNotInSync" bytes Apache Start,
     /// Brokers (the master included) that must hold a message before a `SYNC_MASTER` answers its
     /// send. Apache's default is 1, with which a `SYNC_MASTER` waits for no slave; Comet's is 2,
     /// so that a `SYNC_MASTER` answers only once a slave has the message, as its name says.
-    in_sync_replicas: u32 = 2 => "inSyncReplicas" count Apache,
+    in_sync_replicas: u32 = 2 => "inSyncReplicas" count Apache Start,
     /// Brokers of the group, the master included (informational: acks follow
     /// `inSyncReplicas`).
-    total_replicas: u32 = 1 => "totalReplicas" count Apache,
+    total_replicas: u32 = 1 => "totalReplicas" count Apache Start,
     /// A `SYNC_MASTER` send whose copies are still missing after this long answers
     /// FLUSH_SLAVE_TIMEOUT (the message stays stored).
-    slave_timeout_ms: u64 = 3_000 => "slaveTimeout" ms Apache,
+    slave_timeout_ms: u64 = 3_000 => "slaveTimeout" ms Apache Start,
     /// A slave serves pulls (without it, a slave refuses every pull with SYSTEM_BUSY), and a
     /// master tells consumers that fall far behind to pull from a slave.
-    slave_read_enable: bool = false => "slaveReadEnable" - Apache,
+    slave_read_enable: bool = false => "slaveReadEnable" - Apache Live,
     /// Name servers to register with, `;`-separated `host:port`.
-    namesrv_addr: Vec<String> = Vec::new() => "namesrvAddr" - Apache,
+    namesrv_addr: Vec<String> = Vec::new() => "namesrvAddr" - Apache Start,
     /// The address clients reach this broker at (routes, message ids). Empty: the bind IP if
     /// specific, else the first non-loopback IPv4 of the host.
-    broker_ip1: Option<IpAddr> = None => "brokerIP1" - Apache,
+    broker_ip1: Option<IpAddr> = None => "brokerIP1" - Apache Start,
     /// The address slaves reach this broker's HA listener at. Empty: as `brokerIP1`.
-    broker_ip2: Option<IpAddr> = None => "brokerIP2" - Apache,
+    broker_ip2: Option<IpAddr> = None => "brokerIP2" - Apache Start,
     /// Root of the store (CommitLog, ConsumeQueue, index, config files); default `$HOME/store`.
-    store_path_root_dir: PathBuf = default_store_root() => "storePathRootDir" - Apache,
+    store_path_root_dir: PathBuf = default_store_root() => "storePathRootDir" - Apache Start,
     /// Directory of the CommitLog; empty means `<storePathRootDir>/commitlog`.
-    store_path_commit_log: Option<PathBuf> = None => "storePathCommitLog" - Apache,
+    store_path_commit_log: Option<PathBuf> = None => "storePathCommitLog" - Apache Start,
     /// `ASYNC_FLUSH` (answer from the page cache, flush on a timer) or `SYNC_FLUSH` (answer once
     /// the group commit is on disk).
-    flush_disk_type: FlushDiskType = FlushDiskType::AsyncFlush => "flushDiskType" - Apache,
+    flush_disk_type: FlushDiskType = FlushDiskType::AsyncFlush => "flushDiskType" - Apache Start,
     /// Size of one CommitLog segment file.
     mapped_file_size_commit_log: usize =
-        comet_store::config::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG => "mappedFileSizeCommitLog" bytes Apache,
+        comet_store::config::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG => "mappedFileSizeCommitLog" bytes Apache Start,
     /// Size of one ConsumeQueue file (20 bytes per entry).
     mapped_file_size_consume_queue: usize =
         comet_store::config::DEFAULT_CONSUME_QUEUE_ENTRIES_PER_FILE * comet_store::consume_queue::CQ_STORE_UNIT_SIZE
-        => "mappedFileSizeConsumeQueue" bytes Apache,
+        => "mappedFileSizeConsumeQueue" bytes Apache Start,
     /// Period of the CommitLog flush under `ASYNC_FLUSH`.
-    flush_interval_commit_log_ms: u64 = 500 => "flushIntervalCommitLog" ms Apache,
+    flush_interval_commit_log_ms: u64 = 500 => "flushIntervalCommitLog" ms Apache Live,
     /// Under `ASYNC_FLUSH`, flush the CommitLog only every `flushIntervalCommitLog` instead of
     /// whenever `flushCommitLogLeastPages` are dirty.
-    flush_commit_log_timed: bool = true => "flushCommitLogTimed" - Apache,
+    flush_commit_log_timed: bool = true => "flushCommitLogTimed" - Apache Live,
     /// Dirty 4 KiB pages an `ASYNC_FLUSH` flush waits for (untimed flushing).
-    flush_commit_log_least_pages: usize = 4 => "flushCommitLogLeastPages" pages Apache,
+    flush_commit_log_least_pages: usize = 4 => "flushCommitLogLeastPages" pages Apache Live,
     /// Period of the ConsumeQueue flush.
-    flush_interval_consume_queue_ms: u64 = 1000 => "flushIntervalConsumeQueue" ms Apache,
+    flush_interval_consume_queue_ms: u64 = 1000 => "flushIntervalConsumeQueue" ms Apache Live,
     /// A `SYNC_FLUSH` send waiting longer than this answers FLUSH_DISK_TIMEOUT.
-    sync_flush_timeout_ms: u64 = 5000 => "syncFlushTimeout" ms Apache,
+    sync_flush_timeout_ms: u64 = 5000 => "syncFlushTimeout" ms Apache Live,
     /// Largest message body (or batch body) accepted.
-    max_message_size: usize = comet_protocol::limits::MAX_MESSAGE_SIZE => "maxMessageSize" bytes Apache,
+    max_message_size: usize = comet_protocol::limits::MAX_MESSAGE_SIZE => "maxMessageSize" bytes Apache Live,
     /// Check every record's CRC when recovering after a crash.
-    check_crc_on_recover: bool = true => "checkCRCOnRecover" - Apache,
+    check_crc_on_recover: bool = true => "checkCRCOnRecover" - Apache Start,
     /// Keep the IndexFile (lookups by key and by unique id).
-    message_index_enable: bool = true => "messageIndexEnable" - Apache,
+    message_index_enable: bool = true => "messageIndexEnable" - Apache Start,
     /// Every this many bytes read from the CommitLog, unmap the store's file pages behind the
     /// readers from the process, so the resident set does not grow with the data stored; 0
     /// keeps them mapped as RocketMQ does.
     mapped_pages_release_bytes: u64 =
-        comet_store::page_release::DEFAULT_MAPPED_PAGES_RELEASE_BYTES => "mappedPagesReleaseBytes" bytes Comet,
+        comet_store::page_release::DEFAULT_MAPPED_PAGES_RELEASE_BYTES => "mappedPagesReleaseBytes" bytes Comet Start,
     /// Flushed CommitLog pages more than this many bytes behind the end are dropped from the page
     /// cache, so appends reuse recently freed pages instead of ones the host must back first; 0
     /// leaves the page cache to the kernel.
     commit_log_page_cache_bytes: u64 =
-        comet_store::page_release::DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES => "commitLogPageCacheBytes" bytes Comet,
+        comet_store::page_release::DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES => "commitLogPageCacheBytes" bytes Comet Start,
     /// Bytes after the CommitLog's append position kept prepared: zeroed under `SYNC_FLUSH`, so a
     /// group commit's msync finds its blocks allocated instead of also writing the allocation's
     /// metadata; allocated (`fallocate`) under `ASYNC_FLUSH`, so an append never waits for the
     /// timed flush's block allocation. 0 leaves segments sparse until written.
     commit_log_zero_ahead_bytes: u64 =
-        comet_store::zero_ahead::DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES => "commitLogZeroAheadBytes" bytes Comet,
+        comet_store::zero_ahead::DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES => "commitLogZeroAheadBytes" bytes Comet Start,
     /// Hash slots of one IndexFile.
-    max_hash_slot_num: usize = 5_000_000 => "maxHashSlotNum" count Apache,
+    max_hash_slot_num: usize = 5_000_000 => "maxHashSlotNum" count Apache Start,
     /// Entries of one IndexFile.
-    max_index_num: usize = 20_000_000 => "maxIndexNum" count Apache,
+    max_index_num: usize = 20_000_000 => "maxIndexNum" count Apache Start,
     /// How long CommitLog files are kept before they may be deleted.
-    file_reserved_time_hours: u64 = 72 => "fileReservedTime" hours Apache,
+    file_reserved_time_hours: u64 = 72 => "fileReservedTime" hours Apache Live,
     /// Hours of the day (`04`, `04;05`) when expired files are deleted.
-    delete_when: String = "04".to_owned() => "deleteWhen" - Apache,
+    delete_when: String = "04".to_owned() => "deleteWhen" - Apache Live,
     /// Disk usage above which expired files are deleted at any hour.
-    disk_max_used_space_ratio: u32 = 75 => "diskMaxUsedSpaceRatio" percent Apache,
+    disk_max_used_space_ratio: u32 = 75 => "diskMaxUsedSpaceRatio" percent Apache Live,
     /// Disk usage above which the oldest files are deleted even if not expired.
-    disk_space_clean_forcibly_ratio: u32 = 85 => "diskSpaceCleanForciblyRatio" percent Apache,
+    disk_space_clean_forcibly_ratio: u32 = 85 => "diskSpaceCleanForciblyRatio" percent Apache Live,
     /// Disk usage above which sends answer SERVICE_NOT_AVAILABLE.
-    disk_space_warning_level_ratio: u32 = 90 => "diskSpaceWarningLevelRatio" percent Apache,
+    disk_space_warning_level_ratio: u32 = 90 => "diskSpaceWarningLevelRatio" percent Apache Live,
     /// Period of the retention check.
-    clean_resource_interval_ms: u64 = 10_000 => "cleanResourceInterval" ms Apache,
+    clean_resource_interval_ms: u64 = 10_000 => "cleanResourceInterval" ms Apache Live,
     /// Share of memory a pull may read from before it counts as reading from disk.
-    access_message_in_memory_max_ratio: u32 = 40 => "accessMessageInMemoryMaxRatio" percent Apache,
+    access_message_in_memory_max_ratio: u32 = 40 => "accessMessageInMemoryMaxRatio" percent Apache Live,
     /// Most bytes one pull returns when reading from memory.
-    max_transfer_bytes_on_message_in_memory: usize = 256 * 1024 => "maxTransferBytesOnMessageInMemory" bytes Apache,
+    max_transfer_bytes_on_message_in_memory: usize = 256 * 1024 => "maxTransferBytesOnMessageInMemory" bytes Apache Live,
     /// Most messages one pull returns when reading from memory.
-    max_transfer_count_on_message_in_memory: usize = 32 => "maxTransferCountOnMessageInMemory" count Apache,
+    max_transfer_count_on_message_in_memory: usize = 32 => "maxTransferCountOnMessageInMemory" count Apache Live,
     /// Most bytes one pull returns when reading from disk.
-    max_transfer_bytes_on_message_in_disk: usize = 64 * 1024 => "maxTransferBytesOnMessageInDisk" bytes Apache,
+    max_transfer_bytes_on_message_in_disk: usize = 64 * 1024 => "maxTransferBytesOnMessageInDisk" bytes Apache Live,
     /// Most messages one pull returns when reading from disk.
-    max_transfer_count_on_message_in_disk: usize = 8 => "maxTransferCountOnMessageInDisk" count Apache,
+    max_transfer_count_on_message_in_disk: usize = 8 => "maxTransferCountOnMessageInDisk" count Apache Live,
     /// Delay of each level (1-based), space-separated, units s/m/h/d.
     message_delay_level: String =
-        comet_store::config::DEFAULT_MESSAGE_DELAY_LEVEL.to_owned() => "messageDelayLevel" - Apache,
+        comet_store::config::DEFAULT_MESSAGE_DELAY_LEVEL.to_owned() => "messageDelayLevel" - Apache Start,
     /// Accept timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) and deliver them
     /// at their time; when off, such sends are refused with SYSTEM_ERROR.
-    timer_wheel_enable: bool = true => "timerWheelEnable" - Apache,
+    timer_wheel_enable: bool = true => "timerWheelEnable" - Apache Start,
     /// Width of one timer-wheel slot: timer messages are delivered at most this much after their
     /// time, never before. As in RocketMQ, the value used is the largest of 100, 200, 500 and
     /// 1000 not above this one.
-    timer_precision_ms: u64 = 1000 => "timerPrecisionMs" ms Apache,
+    timer_precision_ms: u64 = 1000 => "timerPrecisionMs" ms Apache Start,
     /// Furthest ahead a timer message may be due; later ones are refused with MESSAGE_ILLEGAL.
-    timer_max_delay_sec: u64 = 3600 * 24 * 3 => "timerMaxDelaySec" secs Apache,
+    timer_max_delay_sec: u64 = 3600 * 24 * 3 => "timerMaxDelaySec" secs Apache Start,
     /// Slots ahead a timer message is parked directly; one due later is parked at the window's
     /// edge and parked again from there (rolled). As in RocketMQ, a value below 2 or above
     /// 604740 (7 days of slots, less 60) means 604740. The wheel holds 24 bytes per slot.
-    timer_roll_window_slot: u64 = 3600 * 24 * 2 => "timerRollWindowSlot" count Apache,
+    timer_roll_window_slot: u64 = 3600 * 24 * 2 => "timerRollWindowSlot" count Apache Start,
     /// Period of the timer checkpoint: a crash delivers again what was delivered since the last.
-    timer_flush_interval_ms: u64 = 1000 => "timerFlushIntervalMs" ms Apache,
+    timer_flush_interval_ms: u64 = 1000 => "timerFlushIntervalMs" ms Apache Start,
     /// Queues of the POP revive log (`rmq_sys_REVIVE_LOG_<cluster>`); pops spread their
     /// checkpoints over them in turn.
-    revive_queue_num: i32 = 8 => "reviveQueueNum" count Apache,
+    revive_queue_num: i32 = 8 => "reviveQueueNum" count Apache Start,
     /// Percent of POP requests that read the group's POP retry topic before the topic itself.
-    pop_from_retry_probability: i32 = 20 => "popFromRetryProbability" percent Apache,
-    /// Sends to unknown topics create them from TBW102.
-    auto_create_topic_enable: bool = true => "autoCreateTopicEnable" - Apache,
+    pop_from_retry_probability: i32 = 20 => "popFromRetryProbability" percent Apache Live,
+    /// Sends to unknown topics create them from TBW102. Turned off while running, TBW102 loses
+    /// its INHERIT bit and the routes follow; turned on, TBW102 is made (or made inheritable)
+    /// again, as at a start with it on.
+    auto_create_topic_enable: bool = true => "autoCreateTopicEnable" - Apache Live,
     /// Groups are created on first use.
-    auto_create_subscription_group: bool = true => "autoCreateSubscriptionGroup" - Apache,
+    auto_create_subscription_group: bool = true => "autoCreateSubscriptionGroup" - Apache Live,
     /// Queues of TBW102, and so the most an auto-created topic gets.
-    default_topic_queue_nums: i32 = DEFAULT_TOPIC_QUEUE_NUMS => "defaultTopicQueueNums" count Apache,
+    default_topic_queue_nums: i32 = DEFAULT_TOPIC_QUEUE_NUMS => "defaultTopicQueueNums" count Apache Start,
     /// The cluster-name topic is readable and writable.
-    cluster_topic_enable: bool = true => "clusterTopicEnable" - Apache,
+    cluster_topic_enable: bool = true => "clusterTopicEnable" - Apache Start,
     /// The broker-name topic is readable and writable.
-    broker_topic_enable: bool = true => "brokerTopicEnable" - Apache,
+    broker_topic_enable: bool = true => "brokerTopicEnable" - Apache Start,
     /// Create the message-trace topic.
-    trace_topic_enable: bool = false => "traceTopicEnable" - Apache,
+    trace_topic_enable: bool = false => "traceTopicEnable" - Apache Start,
     /// Name of the message-trace topic.
-    msg_trace_topic_name: String = comet_protocol::naming::TRACE_TOPIC.to_owned() => "msgTraceTopicName" - Apache,
-    /// Permission bits (READ 4, WRITE 2, INHERIT 1) ANDed into every topic's at registration.
-    /// The one key `mqadmin updateBrokerConfig` changes while the broker runs (until it stops).
-    broker_permission: i32 = comet_protocol::body::perm::PERM_READ_WRITE => "brokerPermission" - Apache,
+    msg_trace_topic_name: String = comet_protocol::naming::TRACE_TOPIC.to_owned() => "msgTraceTopicName" - Apache Start,
+    /// Permission bits (READ 4, WRITE 2, INHERIT 1) ANDed into every topic's at registration;
+    /// a change re-registers with the name servers at once.
+    broker_permission: i32 = comet_protocol::body::perm::PERM_READ_WRITE => "brokerPermission" - Apache Live,
+    /// The file `updateBrokerConfig` writes its changes to, so that they survive a restart.
+    /// Empty: the `-c` file the broker started with, else `<storePathRootDir>/config/broker.properties`,
+    /// which `comet broker` and `comet serve` read at start when they have no `-c` file. Always
+    /// black-listed: `updateBrokerConfig` refuses it with NO_PERMISSION.
+    broker_config_path: Option<PathBuf> = None => "brokerConfigPath" - Apache Start,
+    /// `;`-separated keys `updateBrokerConfig` refuses with NO_PERMISSION, on top of
+    /// `brokerConfigPath`, `rocketmqHome` and `configBlackList`, which are always refused.
+    config_black_list: String = DEFAULT_CONFIG_BLACK_LIST.to_owned() => "configBlackList" - Apache Start,
     /// Hold pulls that find nothing until a message arrives (long polling).
-    long_polling_enable: bool = true => "longPollingEnable" - Apache,
+    long_polling_enable: bool = true => "longPollingEnable" - Apache Live,
     /// How long a pull that finds nothing is held when long polling is off.
-    short_polling_time_ms: u64 = 1000 => "shortPollingTimeMills" ms Apache,
+    short_polling_time_ms: u64 = 1000 => "shortPollingTimeMills" ms Apache Live,
     /// Period of the registration with the name servers, clamped to 10–60 s.
-    register_name_server_period_ms: u64 = 30_000 => "registerNameServerPeriod" ms Apache,
+    register_name_server_period_ms: u64 = 30_000 => "registerNameServerPeriod" ms Apache Start,
     /// Timeout of one registration call.
-    register_broker_timeout_ms: u64 = 24_000 => "registerBrokerTimeoutMills" ms Apache,
+    register_broker_timeout_ms: u64 = 24_000 => "registerBrokerTimeoutMills" ms Apache Start,
     /// Period of the consumer-offset and delay-progress flush.
-    flush_consumer_offset_interval_ms: u64 = 5000 => "flushConsumerOffsetInterval" ms Apache,
+    flush_consumer_offset_interval_ms: u64 = 5000 => "flushConsumerOffsetInterval" ms Apache Start,
     /// Clients silent for this long are dropped.
-    channel_expired_timeout_ms: u64 = 120_000 => "channelExpiredTimeout" ms Apache,
+    channel_expired_timeout_ms: u64 = 120_000 => "channelExpiredTimeout" ms Apache Live,
     /// How long an orderly consumer's queue lock lives without a refresh before another member
     /// of its group may take the queue. Clients refresh their locks every 20 s: a shorter value
     /// lets a queue change hands between two refreshes of a live consumer.
     rebalance_lock_max_live_time_ms: u64 = 60_000
-        => "rocketmq.broker.rebalance.lockMaxLiveTime" ms Property("rocketmq.broker.rebalance.lockMaxLiveTime"),
+        => "rocketmq.broker.rebalance.lockMaxLiveTime" ms Property("rocketmq.broker.rebalance.lockMaxLiveTime") Start,
     /// Connections (broker and, under `comet serve`, name server) that send nothing for this long
     /// are closed; 0 never closes them.
     server_channel_max_idle_time_seconds: u64 =
-        comet_remoting::limits::DEFAULT_IDLE_TIMEOUT.as_secs() => "serverChannelMaxIdleTimeSeconds" secs Apache,
+        comet_remoting::limits::DEFAULT_IDLE_TIMEOUT.as_secs() => "serverChannelMaxIdleTimeSeconds" secs Apache Start,
     /// Unsent responses of one connection above which it stops reading requests and
     /// broker-to-client calls are refused.
     write_buffer_high_water_mark: usize =
-        comet_remoting::limits::DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK => "writeBufferHighWaterMark" bytes Apache,
+        comet_remoting::limits::DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK => "writeBufferHighWaterMark" bytes Apache Start,
     /// The MSG_REGION announced in send responses.
-    region_id: String = comet_protocol::headers::DEFAULT_MSG_REGION.to_owned() => "regionId" - Apache,
+    region_id: String = comet_protocol::headers::DEFAULT_MSG_REGION.to_owned() => "regionId" - Apache Live,
     /// The TRACE_ON announced in send responses.
-    trace_on: bool = true => "traceOn" - Apache,
+    trace_on: bool = true => "traceOn" - Apache Live,
     /// `PROM` serves metrics in the Prometheus text format at
     /// `http://<metricsPromExporterHost>:<metricsPromExporterPort>/metrics`; `DISABLE` serves
     /// none. Apache's `OTLP_GRPC` and `LOG` exporters are not available. `comet serve` turns
     /// `PROM` on unless this key is set.
-    metrics_exporter_type: MetricsExporterType = MetricsExporterType::Disable => "metricsExporterType" - Apache,
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType::Disable => "metricsExporterType" - Apache Start,
     /// IP the metrics endpoint binds; empty means 127.0.0.1 (Apache falls back to `brokerIP1`:
     /// Comet keeps metrics on loopback unless told otherwise).
-    metrics_prom_exporter_host: Option<IpAddr> = None => "metricsPromExporterHost" - Apache,
+    metrics_prom_exporter_host: Option<IpAddr> = None => "metricsPromExporterHost" - Apache Start,
     /// Port of the metrics endpoint; 0 picks an ephemeral port.
-    metrics_prom_exporter_port: u16 = 5557 => "metricsPromExporterPort" - Apache,
+    metrics_prom_exporter_port: u16 = 5557 => "metricsPromExporterPort" - Apache Start,
     /// Extra labels on every metric, `key:value` pairs separated by commas.
-    metrics_label: String = String::new() => "metricsLabel" - Apache,
+    metrics_label: String = String::new() => "metricsLabel" - Apache Start,
     /// Serve the RocketMQ 5.x gRPC protocol (`apache.rocketmq.v2.MessagingService`, which the
     /// 5.x SDKs speak to Apache's proxy) on `grpcServerPort`, at the listener's bind address.
     /// `comet serve` turns it on unless this key is set. Under `aclEnable` every call must carry
     /// the `authorization` header the 5.x SDKs send, signed with a `plain_acl.yml` account.
-    enable_grpc_server: bool = false => "enableGrpcServer" - Comet,
+    enable_grpc_server: bool = false => "enableGrpcServer" - Comet Start,
     /// Port of the gRPC endpoint (the port Apache's proxy uses by default); 0 picks an ephemeral
     /// port.
-    grpc_server_port: u16 = 8081 => "grpcServerPort" - Comet,
+    grpc_server_port: u16 = 8081 => "grpcServerPort" - Comet Start,
     /// TLS on the gRPC port: `permissive` (TLS and plaintext on the one port, as Apache's proxy
     /// serves by default), `enforcing` (TLS only) or `disabled`. The certificate is
     /// `tlsServerCertPath`/`tlsServerKeyPath` when both are set, else a self-signed one made at
     /// start-up (the 5.x SDKs trust any certificate).
-    grpc_tls_mode: comet_remoting::TlsMode = comet_remoting::TlsMode::Permissive => "grpcTlsMode" - Comet,
+    grpc_tls_mode: comet_remoting::TlsMode = comet_remoting::TlsMode::Permissive => "grpcTlsMode" - Comet Start,
     /// Refuse a gRPC send whose message type (read from its properties) its topic's
     /// `message.type` attribute does not take, and tell producers to check it themselves (the
     /// key of Apache's proxy; remoting sends are not checked, as on Apache's broker).
-    enable_topic_message_type_check: bool = true => "enableTopicMessageTypeCheck" - Comet,
+    enable_topic_message_type_check: bool = true => "enableTopicMessageTypeCheck" - Comet Live,
     /// Shortest invisible time a gRPC ReceiveMessage may ask for (the key of Apache's proxy);
     /// a shorter one is refused with ILLEGAL_INVISIBLE_TIME.
-    min_invisible_time_mills_for_recv: u64 = 10_000 => "minInvisibleTimeMillsForRecv" ms Comet,
+    min_invisible_time_mills_for_recv: u64 = 10_000 => "minInvisibleTimeMillsForRecv" ms Comet Live,
     /// Invisible time of the messages a gRPC push consumer receives (`auto_renew`), in place of
     /// the one it asks for, and of each renewal while the client processes them (the key of
     /// Apache's proxy).
-    default_invisible_time_mills: u64 = 60_000 => "defaultInvisibleTimeMills" ms Comet,
+    default_invisible_time_mills: u64 = 60_000 => "defaultInvisibleTimeMills" ms Comet Live,
     /// Shortest long poll of a gRPC ReceiveMessage (the key of Apache's proxy): a request asking
     /// for less waits this long, and one whose call has less time left is refused.
-    grpc_client_consumer_min_long_polling_timeout_millis: u64 = 5_000 => "grpcClientConsumerMinLongPollingTimeoutMillis" ms Comet,
+    grpc_client_consumer_min_long_polling_timeout_millis: u64 = 5_000 => "grpcClientConsumerMinLongPollingTimeoutMillis" ms Comet Live,
     /// Let UPDATE_AND_CREATE_TOPIC give a topic `message.type=MIXED` (all types on one topic).
-    enable_mixed_message_type: bool = false => "enableMixedMessageType" - Apache,
+    enable_mixed_message_type: bool = false => "enableMixedMessageType" - Apache Live,
     /// Check every request against `plain_acl.yml` (ACL 1.0).
-    acl_enable: bool = false => "aclEnable" - Apache,
+    acl_enable: bool = false => "aclEnable" - Apache Start,
     /// The `plain_acl.yml` to use; empty means `$ROCKETMQ_HOME/conf/plain_acl.yml`. Reloaded
     /// when it changes.
-    acl_file: Option<PathBuf> = None => "aclFile" - Property("rocketmq.acl.plain.file"),
+    acl_file: Option<PathBuf> = None => "aclFile" - Property("rocketmq.acl.plain.file") Start,
     /// `disabled`, `permissive` (TLS and plaintext on the listen port) or `enforcing` (TLS only).
-    tls_server_mode: comet_remoting::TlsMode = comet_remoting::TlsMode::Disabled => "tlsServerMode" - Property("tls.server.mode"),
+    tls_server_mode: comet_remoting::TlsMode = comet_remoting::TlsMode::Disabled => "tlsServerMode" - Property("tls.server.mode") Start,
     /// PEM certificate chain of the listener.
-    tls_server_cert_path: Option<PathBuf> = None => "tlsServerCertPath" - Property("tls.server.certPath"),
+    tls_server_cert_path: Option<PathBuf> = None => "tlsServerCertPath" - Property("tls.server.certPath") Start,
     /// PEM private key of the listener.
-    tls_server_key_path: Option<PathBuf> = None => "tlsServerKeyPath" - Property("tls.server.keyPath"),
+    tls_server_key_path: Option<PathBuf> = None => "tlsServerKeyPath" - Property("tls.server.keyPath") Start,
     /// A half message younger than this is not checked yet.
-    transaction_timeout_ms: u64 = 6_000 => "transactionTimeOut" ms Apache,
+    transaction_timeout_ms: u64 = 6_000 => "transactionTimeOut" ms Apache Live,
     /// Period of the transaction check service.
-    transaction_check_interval_ms: u64 = 30_000 => "transactionCheckInterval" ms Apache,
+    transaction_check_interval_ms: u64 = 30_000 => "transactionCheckInterval" ms Apache Live,
     /// Checks of one half message before it is discarded.
-    transaction_check_max: i32 = 15 => "transactionCheckMax" count Apache,
+    transaction_check_max: i32 = 15 => "transactionCheckMax" count Apache Live,
 }
 
 /// Environment variable naming RocketMQ's home; the default ACL file lives under it.

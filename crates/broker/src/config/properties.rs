@@ -6,12 +6,22 @@ use std::path::Path;
 
 use super::{BrokerConfig, ConfigError, MAX_CONFIG_LINE_LEN};
 
-/// Joins continuation lines and yields `(line number, logical line)` pairs.
-fn logical_lines(text: &str) -> Result<Vec<(usize, String)>, ConfigError> {
+/// One logical line of properties text: continuations joined, with the physical lines it spans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LogicalLine {
+    /// Index (0-based) of its first physical line.
+    pub first: usize,
+    /// Index (0-based) of its last physical line.
+    pub last: usize,
+    /// The joined text.
+    pub text: String,
+}
+
+/// Joins continuation lines into logical lines, skipping blank and comment lines.
+pub(super) fn logical_lines(text: &str) -> Result<Vec<LogicalLine>, ConfigError> {
     let mut out = Vec::new();
     let mut pending: Option<(usize, String)> = None;
     for (idx, raw) in text.lines().enumerate() {
-        let number = idx + 1;
         let line = raw.trim_start();
         let (start, mut acc) = match pending.take() {
             Some((start, acc)) => (start, acc),
@@ -19,7 +29,7 @@ fn logical_lines(text: &str) -> Result<Vec<(usize, String)>, ConfigError> {
                 if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
                     continue;
                 }
-                (number, String::new())
+                (idx, String::new())
             }
         };
         // A line ending in an odd number of backslashes continues on the next one.
@@ -33,24 +43,33 @@ fn logical_lines(text: &str) -> Result<Vec<(usize, String)>, ConfigError> {
         acc.push_str(content);
         if acc.len() > MAX_CONFIG_LINE_LEN {
             return Err(ConfigError::Syntax {
-                line: start,
+                line: start + 1,
                 reason: format!("line longer than {MAX_CONFIG_LINE_LEN} bytes"),
             });
         }
         if continues {
             pending = Some((start, acc));
         } else {
-            out.push((start, acc));
+            out.push(LogicalLine {
+                first: start,
+                last: idx,
+                text: acc,
+            });
         }
     }
     if let Some((start, acc)) = pending {
-        out.push((start, acc));
+        let last = text.lines().count().saturating_sub(1).max(start);
+        out.push(LogicalLine {
+            first: start,
+            last,
+            text: acc,
+        });
     }
     Ok(out)
 }
 
 /// Splits a logical line at the first `=`, `:` or whitespace (Java's rule), trimming both sides.
-fn split_key_value(line: &str) -> (&str, &str) {
+pub(super) fn split_key_value(line: &str) -> (&str, &str) {
     let line = line.trim();
     match line.find(['=', ':', ' ', '\t']) {
         Some(pos) => {
@@ -70,11 +89,11 @@ fn split_key_value(line: &str) -> (&str, &str) {
 pub fn parse_pairs(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
     logical_lines(text)?
         .into_iter()
-        .map(|(line, logical)| {
-            let (key, value) = split_key_value(&logical);
+        .map(|logical| {
+            let (key, value) = split_key_value(&logical.text);
             if key.is_empty() {
                 return Err(ConfigError::Syntax {
-                    line,
+                    line: logical.first + 1,
                     reason: "missing key".to_owned(),
                 });
             }
@@ -107,11 +126,11 @@ impl BrokerConfig {
     /// did not understand, in file order. Lets a caller layer a file over a non-default base.
     pub fn apply_text(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
         let mut unknown_keys = Vec::new();
-        for (line, logical) in logical_lines(text)? {
-            let (key, value) = split_key_value(&logical);
+        for logical in logical_lines(text)? {
+            let (key, value) = split_key_value(&logical.text);
             if key.is_empty() {
                 return Err(ConfigError::Syntax {
-                    line,
+                    line: logical.first + 1,
                     reason: "missing key".to_owned(),
                 });
             }

@@ -18,6 +18,17 @@ pub enum Origin {
     Comet,
 }
 
+/// When a change of a key takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// `updateBrokerConfig` changes it while the broker runs: the services read it on each use
+    /// (or are told of the change), and the change is written to the config file.
+    Live,
+    /// Read only when the broker starts (it shapes listeners, files or threads made then):
+    /// `updateBrokerConfig` refuses it; change it in the config file and restart.
+    Start,
+}
+
 /// What one key means.
 #[derive(Debug, Clone, Copy)]
 pub struct KeyDoc {
@@ -26,6 +37,8 @@ pub struct KeyDoc {
     /// Unit of the value (`ms`, `secs`, `hours`, `bytes`, `percent`, `pages`, `count`), or `-`.
     pub unit: &'static str,
     pub origin: Origin,
+    /// When a change takes effect.
+    pub applied: Applied,
     /// The field's documentation, one line per source line.
     pub doc: &'static str,
     /// What a valid value looks like.
@@ -46,8 +59,10 @@ pub fn markdown() -> String {
          Every key `comet broker -c broker.conf` and `comet serve` understand. Keys are Apache \
          RocketMQ's `broker.conf` names, so an existing file can be reused; a key Comet does not \
          know is logged by name and otherwise ignored. Values are layered, later wins: defaults, \
-         then the `-c` file, then `COMET_<KEY>` environment variables (the key in upper snake \
-         case: `COMET_LISTEN_PORT`, `COMET_FLUSH_DISK_TYPE`), then `--set key=value`. \
+         then the `-c` file (without one, `<storePathRootDir>/config/broker.properties`, where \
+         runtime changes are kept, if it exists), then `COMET_<KEY>` environment variables (the \
+         key in upper snake case: `COMET_LISTEN_PORT`, `COMET_FLUSH_DISK_TYPE`), then \
+         `--set key=value`. \
          `--print-config` prints the effective configuration. The defaults below are \
          `comet broker`'s; `comet serve` differs in three: it binds and advertises \
          `127.0.0.1:10911` (`--broker-listen`), keeps its store in `./comet-data/store` \
@@ -55,7 +70,14 @@ pub fn markdown() -> String {
          The *Apache* column says whether Apache RocketMQ's broker has the key: **yes** (same \
          name and meaning), the JVM system property Apache reads instead, or **no** (Comet's \
          own).\n\n\
-         | key | default | unit | Apache | meaning |\n|---|---|---|---|---|\n",
+         The *running* column says when a change takes effect. **live**: `mqadmin \
+         updateBrokerConfig` (or `comet broker-config set`) changes it while the broker runs, \
+         `getBrokerConfig` shows the new value at once, and the change is written to the \
+         broker's config file (`brokerConfigPath`) so it survives a restart. **restart**: read \
+         only at start; an update of it is refused with INVALID_PARAMETER naming the key (Apache \
+         would accept it, write it to the file and show it, while the running broker keeps the \
+         old value). See docs/operations.md for how updates are checked and written.\n\n\
+         | key | default | unit | Apache | running | meaning |\n|---|---|---|---|---|---|\n",
     );
     for doc in BrokerConfig::REFERENCE {
         let default = MACHINE_DEFAULTS
@@ -79,10 +101,14 @@ pub fn markdown() -> String {
             Origin::Property(name) => format!("property `{name}`"),
             Origin::Comet => "no".to_owned(),
         };
+        let running = match doc.applied {
+            Applied::Live => "live",
+            Applied::Start => "restart",
+        };
         let meaning: Vec<&str> = doc.doc.lines().map(str::trim).collect();
         let _ = writeln!(
             out,
-            "| `{}` | {default} | {} | {apache} | {} ({}) |",
+            "| `{}` | {default} | {} | {apache} | {running} | {} ({}) |",
             doc.key,
             doc.unit,
             meaning.join(" ").replace('|', "\\|"),

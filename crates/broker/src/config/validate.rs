@@ -160,17 +160,32 @@ impl BrokerConfig {
         // The store validates segment sizes, ratios and delay levels; report them by key.
         self.to_store_config().validate().map_err(|e| {
             let text = e.to_string();
-            let key = if text.contains("delay_level") {
-                "messageDelayLevel"
-            } else if text.contains("mapped_file_size_commit_log") {
-                "mappedFileSizeCommitLog"
-            } else if text.contains("max_message_size") {
-                "maxMessageSize"
-            } else {
-                "storePathRootDir"
-            };
+            let key = [
+                ("delay_level", "messageDelayLevel"),
+                ("mapped_file_size_commit_log", "mappedFileSizeCommitLog"),
+                ("max_message_size", "maxMessageSize"),
+                ("disk_max_used_space_ratio", "diskMaxUsedSpaceRatio"),
+                (
+                    "disk_space_clean_forcibly_ratio",
+                    "diskSpaceCleanForciblyRatio",
+                ),
+                (
+                    "disk_space_warning_level_ratio",
+                    "diskSpaceWarningLevelRatio",
+                ),
+                (
+                    "access_message_in_memory_max_ratio",
+                    "accessMessageInMemoryMaxRatio",
+                ),
+            ]
+            .iter()
+            .find(|(field, _)| text.contains(field))
+            .map_or("storePathRootDir", |(_, key)| key);
             ConfigError::Invalid { key, reason: text }
         })?;
+        if let Err(e) = comet_store::cleanup::parse_delete_when(&self.delete_when) {
+            return invalid("deleteWhen", e.to_string());
+        }
         if self.delay_levels_millis().is_empty() {
             return invalid("messageDelayLevel", "must define at least one level".into());
         }

@@ -205,10 +205,13 @@ pub fn invisible_time(
     request: &v2::ReceiveMessageRequest,
 ) -> Result<i64, v2::Status> {
     if request.auto_renew {
-        return Ok(i64::try_from(ctx.config.default_invisible_time_mills).unwrap_or(i64::MAX));
+        return Ok(
+            i64::try_from(ctx.live_config().default_invisible_time_mills).unwrap_or(i64::MAX),
+        );
     }
     let asked = request.invisible_duration.as_ref().map_or(0, millis);
-    let min = i64::try_from(ctx.config.min_invisible_time_mills_for_recv).unwrap_or(i64::MAX);
+    let min =
+        i64::try_from(ctx.live_config().min_invisible_time_mills_for_recv).unwrap_or(i64::MAX);
     if asked < min {
         return Err(status::of(
             v2::Code::IllegalInvisibleTime,
@@ -274,7 +277,7 @@ async fn pop(
     request: &v2::ReceiveMessageRequest,
 ) -> Result<Vec<v2::Message>, v2::Status> {
     let min_polling = Duration::from_millis(
-        ctx.config
+        ctx.live_config()
             .grpc_client_consumer_min_long_polling_timeout_millis,
     );
     let poll = polling_time(call, request, min_polling)?;

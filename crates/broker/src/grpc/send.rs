@@ -323,7 +323,7 @@ pub fn to_remoting(
         properties.insert(keys::CHECK_IMMUNITY_TIME_IN_SECONDS, secs.to_string());
     }
     if let Some(config) = &topic_config
-        && ctx.config.enable_topic_message_type_check
+        && ctx.live_config().enable_topic_message_type_check
     {
         message_type::check(&topic, config, &properties)?;
     }
@@ -365,13 +365,13 @@ fn check_body(ctx: &BrokerContext, body: &[u8]) -> Result<(), v2::Status> {
             "the message body is empty",
         ));
     }
-    if body.len() > ctx.config.max_message_size {
+    let max = ctx.live_config().max_message_size;
+    if body.len() > max {
         return Err(status::of(
             v2::Code::MessageBodyTooLarge,
             format!(
-                "the message body of {} bytes is over maxMessageSize {}",
-                body.len(),
-                ctx.config.max_message_size
+                "the message body of {} bytes is over maxMessageSize {max}",
+                body.len()
             ),
         ));
     }

@@ -147,8 +147,9 @@ pub fn merged_settings(ctx: &BrokerContext, client: &v2::Settings) -> Result<v2:
             });
             merged.pub_sub = Some(PubSub::Publishing(v2::Publishing {
                 topics: publishing.topics.clone(),
-                max_body_size: i32::try_from(ctx.config.max_message_size).unwrap_or(i32::MAX),
-                validate_message_type: ctx.config.enable_topic_message_type_check,
+                max_body_size: i32::try_from(ctx.live_config().max_message_size)
+                    .unwrap_or(i32::MAX),
+                validate_message_type: ctx.live_config().enable_topic_message_type_check,
             }));
         }
         Some(PubSub::Subscription(subscription)) => {

@@ -335,7 +335,7 @@ async fn pop_once(
     let mut batch = PopBatch::default();
     let retry = pop_retry_topic(&header.consumer_group, &header.topic);
     let retry_config = ctx.topic_config.select(&retry);
-    let retry_first = random_below(100) < ctx.config.pop_from_retry_probability;
+    let retry_first = random_below(100) < ctx.live_config().pop_from_retry_probability;
     if retry_first
         && !order
         && let Some(rc) = &retry_config

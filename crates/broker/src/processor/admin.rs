@@ -247,7 +247,10 @@ fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> An
     config.order = header.order;
     if let Some(changes) = header.attributes.as_deref() {
         apply_attributes(&mut config.attributes, changes)?;
-        check_message_type(&config.attributes, ctx.config.enable_mixed_message_type)?;
+        check_message_type(
+            &config.attributes,
+            ctx.live_config().enable_mixed_message_type,
+        )?;
     }
     ctx.topic_config.update(config);
     Ok(success())

@@ -1,29 +1,31 @@
 //! GET_BROKER_CONFIG and UPDATE_BROKER_CONFIG (`mqadmin getBrokerConfig` / `updateBrokerConfig`):
-//! the broker's settings as Java properties text under RocketMQ's key names, and the runtime
-//! change of the settings the broker can apply while running.
+//! the broker's settings as Java properties text under RocketMQ's key names, and their change
+//! while the broker runs.
 //!
-//! An update is all or nothing: every key of the body is checked before any is applied. Keys
-//! RocketMQ never lets a tool change (its `configBlackList`: `brokerConfigPath`, `rocketmqHome`,
-//! `configBlackList`) are refused with NO_PERMISSION, as Java refuses them. `brokerPermission`
-//! changes at once: sends, pulls and send-backs check the new bits, and the broker re-registers
-//! with the name servers so routes carry them. Every other key the broker knows is read only at
-//! start and is refused with INVALID_PARAMETER naming it, as is an unknown key, where Java would
-//! accept either silently and change nothing until a restart. A change lasts until the broker
-//! stops; `broker.conf` is the place for a lasting one.
+//! An update is all or nothing ([`crate::config::runtime`]): every key of the body is checked
+//! before any is applied, the changed keys are written to the broker's config file
+//! (`brokerConfigPath`: the `-c` file, else `<storePathRootDir>/config/broker.properties`), and
+//! only then put in force, so GET_BROKER_CONFIG shows them at once and a restart keeps them.
+//!
+//! Answers, matching Apache's where Apache refuses: a key of the black list (`brokerConfigPath`,
+//! `rocketmqHome`, `configBlackList` and what `configBlackList` lists) is refused with
+//! NO_PERMISSION and Apache's remark. Where Apache accepts an update silently and changes
+//! nothing, Comet refuses it with INVALID_PARAMETER naming the key: an unknown key (a typo, or an
+//! Apache setting Comet does not have), a value that does not parse or is out of range, and a key
+//! read only at start (Apache writes that one to its file and shows it while the running broker
+//! keeps the old value). A config file that cannot be written refuses the update with
+//! SYSTEM_ERROR.
+
+use std::time::Duration;
 
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::to_fastjson;
 use comet_protocol::code::ResponseCode;
+use comet_store::LiveStoreSettings;
 
-use crate::config::{BrokerConfig, parse_pairs};
+use crate::config::{BrokerConfig, ConfigChange, UpdateError, parse_pairs};
 use crate::context::BrokerContext;
 use crate::processor::{Answer, reject};
-
-/// Keys no tool may change (Apache's broker `configBlackList` and the keys it always adds).
-pub const BLACK_LIST: &[&str] = &["brokerConfigPath", "rocketmqHome", "configBlackList"];
-
-/// The key of the broker permission, the one setting an update applies while running.
-const BROKER_PERMISSION: &str = "brokerPermission";
 
 /// Longest UPDATE_BROKER_CONFIG body accepted.
 const MAX_UPDATE_BODY_BYTES: usize = 64 * 1024;
@@ -31,19 +33,7 @@ const MAX_UPDATE_BODY_BYTES: usize = 64 * 1024;
 /// The settings in force as `key=value` lines, in declaration order: the configuration the
 /// broker started with, with the values changed since at runtime.
 pub fn properties_text(ctx: &BrokerContext) -> String {
-    let permission = ctx.broker_permission().to_string();
-    ctx.config
-        .entries()
-        .into_iter()
-        .map(|(key, value)| {
-            let value = if key == BROKER_PERMISSION {
-                permission.as_str()
-            } else {
-                value.as_str()
-            };
-            format!("{key}={value}\n")
-        })
-        .collect()
+    ctx.live_config().to_properties()
 }
 
 /// GET_BROKER_CONFIG: the settings as properties text, and the topic table's data version in
@@ -56,7 +46,8 @@ pub fn get_config(ctx: &BrokerContext) -> RemotingCommand {
     response
 }
 
-/// UPDATE_BROKER_CONFIG: checks every key of the body, then applies them (see the module docs).
+/// UPDATE_BROKER_CONFIG: checks every key of the body, writes them to the config file, then puts
+/// them in force (see the module docs).
 pub fn update_config(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
     let success = RemotingCommand::response(ResponseCode::Success, None);
     let Some(body) = request.body.as_deref() else {
@@ -83,48 +74,56 @@ pub fn update_config(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
             format!("string2Properties error: {e}"),
         )
     })?;
-    if pairs.iter().any(|(k, _)| BLACK_LIST.contains(&k.as_str())) {
-        return Err(reject(
-            ResponseCode::NoPermission,
-            "Can not update config in black list.",
-        ));
-    }
-    let mut permission = None;
-    for (key, value) in &pairs {
-        match key.as_str() {
-            BROKER_PERMISSION => permission = Some(parse_permission(value)?),
-            k if BrokerConfig::KEYS.contains(&k) => {
-                return Err(reject(
-                    ResponseCode::InvalidParameter,
-                    format!("{k} takes effect only when the broker starts; set it in broker.conf"),
-                ));
+    let change = ctx.runtime.update(&pairs).map_err(|e| {
+        let code = match &e {
+            UpdateError::BlackListed { .. } => ResponseCode::NoPermission,
+            UpdateError::Persist { .. } => ResponseCode::SystemError,
+            UpdateError::AtStart { .. } | UpdateError::Unknown { .. } | UpdateError::Invalid(_) => {
+                ResponseCode::InvalidParameter
             }
-            k => {
-                return Err(reject(
-                    ResponseCode::InvalidParameter,
-                    format!("unknown broker config key `{k}`"),
-                ));
-            }
-        }
-    }
-    if let Some(value) = permission {
-        let previous = ctx.broker_permission();
-        ctx.set_broker_permission(value);
-        // A new data version makes the name servers take the re-registered table, whose topic
-        // permissions are masked with the new bits.
-        ctx.topic_config.touch();
-        tracing::info!(previous, value, "brokerPermission changed by a tool");
+        };
+        tracing::warn!(error = %e, "updateBrokerConfig refused");
+        reject(code, e.to_string())
+    })?;
+    if !change.keys.is_empty() {
+        put_in_force(ctx, &change);
     }
     Ok(success)
 }
 
-/// A permission bit set: READ 4, WRITE 2, INHERIT 1.
-fn parse_permission(value: &str) -> Result<i32, Box<RemotingCommand>> {
-    match value.parse::<i32>() {
-        Ok(bits) if (0..=7).contains(&bits) => Ok(bits),
-        _ => Err(reject(
-            ResponseCode::InvalidParameter,
-            format!("{BROKER_PERMISSION} must be a permission bit set from 0 to 7, not `{value}`"),
-        )),
+/// Tells the services that keep their own copy of a live key about `change`; the request
+/// handlers read the others from the configuration in force on each use.
+fn put_in_force(ctx: &BrokerContext, change: &ConfigChange) {
+    let (before, now) = (&*change.previous, &*change.current);
+    tracing::info!(keys = ?change.keys, file = %change.file.display(),
+        "broker settings changed while running and written to the config file");
+    let store_now = store_settings(now);
+    if store_settings(before) != store_now {
+        ctx.store.set_live_settings(store_now);
     }
+    ctx.pull_hold
+        .set_polling(now.long_polling_enable, now.short_polling_time_ms);
+    ctx.subscription_groups
+        .set_auto_create(now.auto_create_subscription_group);
+    let expiry = Duration::from_millis(now.channel_expired_timeout_ms);
+    ctx.consumers.set_channel_expired_timeout(expiry);
+    ctx.producers.set_channel_expired_timeout(expiry);
+    // Re-registers itself when TBW102 changes.
+    ctx.topic_config
+        .set_auto_create_topic_enable(now.auto_create_topic_enable);
+    if before.broker_permission != now.broker_permission {
+        // A new data version makes the name servers take the re-registered table, whose topic
+        // permissions are masked with the new bits.
+        ctx.topic_config.touch();
+        tracing::info!(
+            previous = before.broker_permission,
+            value = now.broker_permission,
+            "brokerPermission changed by a tool"
+        );
+    }
+}
+
+/// The store's share of `config`.
+fn store_settings(config: &BrokerConfig) -> LiveStoreSettings {
+    LiveStoreSettings::of(&config.to_store_config())
 }

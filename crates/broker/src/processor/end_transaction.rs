@@ -186,7 +186,7 @@ fn past_check_immunity(
     ctx: &BrokerContext,
     half_message: &comet_protocol::message::MessageExt,
 ) -> bool {
-    let timeout = i64::try_from(ctx.config.transaction_timeout_ms).unwrap_or(i64::MAX);
+    let timeout = i64::try_from(ctx.live_config().transaction_timeout_ms).unwrap_or(i64::MAX);
     half::check_immunity_millis(half_message, timeout).is_some_and(|immunity| {
         comet_protocol::time::now_millis().saturating_sub(half_message.born_timestamp) > immunity
     })

@@ -116,7 +116,7 @@ fn pull(
     request: &RemotingCommand,
     allow_suspend: bool,
 ) -> Result<Option<RemotingCommand>, Rejection> {
-    if ctx.config.is_slave() && !ctx.config.slave_read_enable {
+    if ctx.config.is_slave() && !ctx.live_config().slave_read_enable {
         // A Java slave without slaveReadEnable rejects the request before any processing.
         return Err(reject(
             ResponseCode::SystemBusy,
@@ -256,7 +256,7 @@ fn check_access(
 /// `whichBrokerWhenConsumeSlowly` (a slave), the others to the group's `brokerId`; without it,
 /// always the master.
 fn suggest_broker(ctx: &BrokerContext, group: &SubscriptionGroupConfig, slowly: bool) -> i64 {
-    if !ctx.config.slave_read_enable {
+    if !ctx.live_config().slave_read_enable {
         return MASTER_ID;
     }
     if slowly {

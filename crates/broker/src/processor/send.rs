@@ -45,6 +45,7 @@ use comet_remoting::{Channel, RequestProcessor};
 use comet_store::{Commit, MessageExtBatch, PutMessageResult, PutMessageStatus};
 use futures::future::BoxFuture;
 
+use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
 use crate::metrics::traffic::MessageType;
 use crate::processor::{Rejection, error_response, reject};
@@ -88,11 +89,12 @@ impl RequestProcessor for SendMessageProcessor {
             let mut response = handle_send(&ctx, &uniq_ids, peer, &request).await;
             // The Java client reads both keys unconditionally on some codes; always send them.
             let ext = response.ext_mut();
+            let live = ctx.live_config();
             if !ext.contains_key("MSG_REGION") {
-                ext.insert("MSG_REGION", &ctx.config.region_id);
+                ext.insert("MSG_REGION", &live.region_id);
             }
             if !ext.contains_key("TRACE_ON") {
-                ext.insert("TRACE_ON", bool_text(ctx.config.trace_on));
+                ext.insert("TRACE_ON", bool_text(live.trace_on));
             }
             Some(response)
         })
@@ -339,13 +341,11 @@ fn check_sizes(
     body_len: usize,
     properties: Option<&str>,
 ) -> Result<(), Rejection> {
-    if body_len > ctx.config.max_message_size {
+    let max = ctx.live_config().max_message_size;
+    if body_len > max {
         return Err(reject(
             ResponseCode::MessageIllegal,
-            format!(
-                "the message body size {body_len} is larger than maxMessageSize {}",
-                ctx.config.max_message_size
-            ),
+            format!("the message body size {body_len} is larger than maxMessageSize {max}"),
         ));
     }
     let props_len = properties.map_or(0, str::len);
@@ -396,7 +396,7 @@ async fn send_single(
     if properties.get(keys::UNIQ_KEY).is_none_or(str::is_empty) {
         properties.insert(keys::UNIQ_KEY, uniq_ids.next_id());
     }
-    properties.extend(broker_properties(ctx));
+    properties.extend(broker_properties(&ctx.live_config()));
     msg.properties = properties;
     let response_queue_id = msg.queue_id;
 
@@ -527,7 +527,8 @@ async fn send_batch(
     if batch.messages.is_empty() {
         return error_response(ResponseCode::MessageIllegal, "bad batch body: no message");
     }
-    let appended = batch_member_properties(ctx, &batch_properties);
+    let live = ctx.live_config();
+    let appended = batch_member_properties(&live, &batch_properties);
     for entry in &mut batch.messages {
         entry.properties.remove_transient();
         entry.properties.extend(appended.iter().copied());
@@ -553,11 +554,12 @@ async fn send_batch(
 /// `crates/protocol/tests/fixtures/java-5.3.3-json`). Re-puts of stored messages (send-back,
 /// DLQ, delay delivery, commit) copy them with the rest of the properties, and setting a key
 /// replaces it in place, so a message never carries two.
-pub fn broker_properties(ctx: &BrokerContext) -> [(&'static str, &str); 3] {
+/// `live` is the configuration in force ([`BrokerContext::live_config`]).
+pub fn broker_properties(live: &BrokerConfig) -> [(&'static str, &str); 3] {
     [
-        (keys::MSG_REGION, ctx.config.region_id.as_str()),
-        (keys::CLUSTER, ctx.config.broker_cluster_name.as_str()),
-        (keys::TRACE_SWITCH, bool_text(ctx.config.trace_on)),
+        (keys::MSG_REGION, live.region_id.as_str()),
+        (keys::CLUSTER, live.broker_cluster_name.as_str()),
+        (keys::TRACE_SWITCH, bool_text(live.trace_on)),
     ]
 }
 
@@ -571,10 +573,10 @@ fn bool_text(b: bool) -> &'static str {
 /// each member; Comet leaves out the batch-level UNIQ_KEY, so every member keeps the id its
 /// producer gave it (and that the producer reports in its SendResult).
 pub fn batch_member_properties<'a>(
-    ctx: &'a BrokerContext,
+    live: &'a BrokerConfig,
     batch_properties: &'a Properties,
 ) -> Vec<(&'static str, &'a str)> {
-    let [region, cluster, trace] = broker_properties(ctx);
+    let [region, cluster, trace] = broker_properties(live);
     let mut appended = vec![region, cluster];
     if let Some(wait) = batch_properties.get(keys::WAIT_STORE_MSG_OK) {
         appended.push((keys::WAIT_STORE_MSG_OK, wait));
@@ -710,8 +712,9 @@ fn send_response(
     };
     let mut header = SendMessageResponseHeader::new(append.msg_id, queue_id, append.logics_offset);
     header.transaction_id = uniq_key;
-    header.msg_region = Some(ctx.config.region_id.clone());
-    header.trace_on = Some(ctx.config.trace_on);
+    let live = ctx.live_config();
+    header.msg_region = Some(live.region_id.clone());
+    header.trace_on = Some(live.trace_on);
     let mut response = comet_protocol::headers::response_with_header(code, &header);
     response.remark = remark.map(str::to_owned);
     // SYNC_MASTER: the connection writes the answer once enough brokers hold the record (and,

@@ -69,9 +69,9 @@ pub struct CheckSettings {
 }
 
 impl CheckSettings {
-    /// The settings of `ctx`'s config.
+    /// The settings in force in `ctx` (they may change while the broker runs).
     pub fn of(ctx: &BrokerContext) -> Self {
-        let c = &ctx.config;
+        let c = ctx.live_config();
         CheckSettings {
             timeout_ms: i64::try_from(c.transaction_timeout_ms).unwrap_or(i64::MAX),
             check_max: c.transaction_check_max,
@@ -98,12 +98,13 @@ pub struct CheckReport {
     pub op_offset: i64,
 }
 
-/// Spawns the periodic check. It stops when the broker's shutdown token is cancelled (between
-/// rounds, or between two messages of a round).
+/// Spawns the periodic check, every `transactionCheckInterval` as in force when a round ends.
+/// It stops when the broker's shutdown token is cancelled (between rounds, or between two
+/// messages of a round).
 pub fn start(service: Arc<TransactionService>, ctx: &Arc<BrokerContext>) -> JoinHandle<()> {
     let weak = Arc::downgrade(ctx);
     let shutdown = ctx.shutdown.clone();
-    let interval = Duration::from_millis(ctx.config.transaction_check_interval_ms);
+    let mut interval = Duration::from_millis(ctx.config.transaction_check_interval_ms);
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -111,6 +112,7 @@ pub fn start(service: Arc<TransactionService>, ctx: &Arc<BrokerContext>) -> Join
                 _ = tokio::time::sleep(interval) => {}
             }
             let Some(ctx) = weak.upgrade() else { return };
+            interval = Duration::from_millis(ctx.live_config().transaction_check_interval_ms);
             let report = check_once(&ctx, &service, CheckSettings::of(&ctx)).await;
             if report.checked + report.discarded + report.deferred > 0 {
                 tracing::info!(?report, "transaction check round");

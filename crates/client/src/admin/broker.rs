@@ -74,8 +74,15 @@ impl MQAdmin {
         Ok(parse_properties(&String::from_utf8_lossy(body)))
     }
 
-    /// Changes settings of the broker at `addr` while it runs (UPDATE_BROKER_CONFIG). The broker
-    /// decides which keys it accepts; a refusal is its error.
+    /// Changes settings of the broker at `addr` while it runs (UPDATE_BROKER_CONFIG), the call
+    /// behind `mqadmin updateBrokerConfig`. The broker decides which keys it accepts. Comet's
+    /// broker takes the update whole or not at all: it checks every key, writes the change to its
+    /// config file so a restart keeps it, and puts it in force, so [`MQAdmin::broker_config`]
+    /// shows it at once. A refusal is [`ClientError::Broker`] with the broker's code and reason,
+    /// and nothing changed: NO_PERMISSION (16) for a black-listed key (`brokerConfigPath`,
+    /// `rocketmqHome`, `configBlackList`, ...), INVALID_PARAMETER (29) for an unknown key, a key
+    /// read only at start or a bad value, SYSTEM_ERROR (1) when the config file cannot be
+    /// written. Apache's broker accepts unknown keys and bad values silently.
     pub async fn update_broker_config(
         &self,
         addr: &str,

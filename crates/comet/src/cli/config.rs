@@ -1,13 +1,17 @@
 //! `comet broker-config get|set` and `comet namesrv-config get|set` (mqadmin `getBrokerConfig`,
 //! `updateBrokerConfig`, `getNamesrvConfig`, `updateNamesrvConfig`): settings as `key=value`
-//! pairs under RocketMQ's key names. What a set may change is the server's decision: Comet applies
-//! the keys it can change while running and refuses the others by name.
+//! pairs under RocketMQ's key names. What a set may change is the server's decision: Comet's
+//! broker applies the keys it can change while running (and writes them to its config file, so a
+//! restart keeps them) and refuses the others by name, changing nothing; the refusal is printed
+//! with the broker's reason and response code.
 
 use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
+use comet_client::ClientError;
 use comet_client::admin::MQAdmin;
+use comet_protocol::code::ResponseCode;
 
 use super::group_admin::target;
 use super::{ConnectArgs, Table};
@@ -143,13 +147,45 @@ async fn broker(admin: &MQAdmin, command: BrokerConfigCommand, json: bool) -> Re
         } => {
             let settings = parse_settings(&settings)?;
             let addrs = admin.target_addrs(&target(broker, cluster)).await?;
-            for addr in &addrs {
-                admin.update_broker_config(addr, &settings).await?;
+            for (done, addr) in addrs.iter().enumerate() {
+                if let Err(e) = admin.update_broker_config(addr, &settings).await {
+                    bail!("{}", refusal(addr, &settings, &addrs[..done], &e));
+                }
             }
             report_set(&addrs, &settings, json);
         }
     }
     Ok(())
+}
+
+/// Why a broker did not take a `set`, said so an operator knows what to do: the broker's own
+/// reason with its response code by name, that it changed nothing (its updates are all or
+/// nothing), and which brokers of the same command did change.
+fn refusal(
+    addr: &str,
+    settings: &BTreeMap<String, String>,
+    already: &[String],
+    error: &ClientError,
+) -> String {
+    let keys: Vec<&str> = settings.keys().map(String::as_str).collect();
+    let mut text = match error {
+        ClientError::Broker { code, remark, .. } => format!(
+            "broker {addr} refused to change {}: {remark} ({} {code}); it changed nothing",
+            keys.join(", "),
+            ResponseCode::from_code(*code).name()
+        ),
+        other => format!(
+            "could not change {} on broker {addr}: {other}",
+            keys.join(", ")
+        ),
+    };
+    if !already.is_empty() {
+        text.push_str(&format!(
+            "; already changed on {} (not undone)",
+            already.join(", ")
+        ));
+    }
+    text
 }
 
 /// What a `set` changed.
@@ -191,6 +227,32 @@ async fn namesrv(admin: &MQAdmin, command: NamesrvConfigCommand, json: bool) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_says_who_refused_what_and_why() {
+        let settings = parse_settings(&["rocketmqHome=/x".to_owned()]).expect("parses");
+        let error = ClientError::Broker {
+            addr: "127.0.0.1:10911".to_owned(),
+            code: 16,
+            remark: "Can not update config in black list.".to_owned(),
+        };
+        let text = refusal("127.0.0.1:10911", &settings, &[], &error);
+        assert_eq!(
+            text,
+            "broker 127.0.0.1:10911 refused to change rocketmqHome: Can not update config in \
+             black list. (NO_PERMISSION 16); it changed nothing"
+        );
+        let text = refusal(
+            "127.0.0.1:10921",
+            &settings,
+            &["127.0.0.1:10911".to_owned()],
+            &error,
+        );
+        assert!(
+            text.ends_with("; already changed on 127.0.0.1:10911 (not undone)"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn settings_need_a_key_and_an_equals_sign() {

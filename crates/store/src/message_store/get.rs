@@ -180,7 +180,7 @@ pub trait MessageFilter: Send + Sync {
 impl MessageStore {
     fn is_in_memory(&self, offset_py: i64, max_offset_py: i64) -> bool {
         let memory = self.total_physical_memory as f64
-            * (f64::from(self.config.access_message_in_memory_max_ratio) / 100.0);
+            * (f64::from(self.live.get().access_message_in_memory_max_ratio) / 100.0);
         ((max_offset_py - offset_py) as f64) <= memory
     }
 
@@ -200,15 +200,16 @@ impl MessageStore {
         if message_total + 1 > max_msg_nums || buffer_total + size > max_pull_size {
             return true;
         }
+        let live = self.live.get();
         let (max_bytes, max_count) = if in_memory {
             (
-                self.config.max_transfer_bytes_on_message_in_memory,
-                self.config.max_transfer_count_on_message_in_memory,
+                live.max_transfer_bytes_on_message_in_memory,
+                live.max_transfer_count_on_message_in_memory,
             )
         } else {
             (
-                self.config.max_transfer_bytes_on_message_in_disk,
-                self.config.max_transfer_count_on_message_in_disk,
+                live.max_transfer_bytes_on_message_in_disk,
+                live.max_transfer_count_on_message_in_disk,
             )
         };
         buffer_total + size > max_bytes || message_total >= max_count
@@ -334,7 +335,7 @@ impl MessageStore {
         self.commit_log.note_read(result.buffer_total_size);
         let diff = max_offset_py - max_phy_pulling;
         let memory = self.total_physical_memory as f64
-            * (f64::from(self.config.access_message_in_memory_max_ratio) / 100.0);
+            * (f64::from(self.live.get().access_message_in_memory_max_ratio) / 100.0);
         result.suggest_pulling_from_slave = diff as f64 > memory;
         result
     }

@@ -19,6 +19,7 @@ use crate::dispatch::{Dispatcher, ReputService};
 use crate::error::StoreError;
 use crate::flush::{CommitLogFlusher, DispatchProgress, FlushConsumeQueueService, Waker};
 use crate::index_service::{IndexConfig, IndexService};
+use crate::live::LiveSettings;
 use crate::page_release::PageReleaseService;
 use crate::recovery::{RecoveryContext, recover};
 use crate::zero_ahead::{AheadMethod, ZeroAheadService};
@@ -73,6 +74,8 @@ fn total_physical_memory() -> u64 {
 
 /// The background services of a store, built once recovery found where the log ends.
 struct Services {
+    /// The settings that change while the store runs, shared by the services below.
+    live: Arc<LiveSettings>,
     reput: Arc<ReputService>,
     zero_ahead: Option<Arc<ZeroAheadService>>,
     flusher: Arc<CommitLogFlusher>,
@@ -94,6 +97,7 @@ impl Services {
         delay_levels: Vec<i64>,
         dispatch_from: i64,
     ) -> Self {
+        let live = LiveSettings::of(config);
         let reput = ReputService::new(
             Arc::clone(commit_log),
             Dispatcher::new(Arc::clone(queues), index.clone(), delay_levels),
@@ -117,6 +121,7 @@ impl Services {
         let flushed_zero_ahead = zero_ahead.clone();
         let flusher = CommitLogFlusher::new(
             config,
+            Arc::clone(&live),
             Arc::clone(commit_log),
             Arc::clone(checkpoint),
             Arc::new(move || {
@@ -129,6 +134,7 @@ impl Services {
         let progress: Arc<dyn DispatchProgress> = reput.clone();
         let cq_flusher = FlushConsumeQueueService::new(
             config,
+            Arc::clone(&live),
             Arc::clone(queues),
             index.clone(),
             Arc::clone(checkpoint),
@@ -137,6 +143,7 @@ impl Services {
         let disk_full = Arc::new(AtomicBool::new(false));
         let cleanup = CleanupService::new(
             config.clone(),
+            Arc::clone(&live),
             Arc::clone(commit_log),
             Arc::clone(queues),
             index.clone(),
@@ -154,6 +161,7 @@ impl Services {
             config.message_index_safe,
         );
         Services {
+            live,
             reput,
             zero_ahead,
             flusher,
@@ -231,6 +239,7 @@ impl MessageStore {
         );
         let store = Arc::new(Self {
             config,
+            live: services.live,
             commit_log,
             queues,
             index,
@@ -261,7 +270,7 @@ impl MessageStore {
         if let Some(zero_ahead) = &self.zero_ahead {
             zero_ahead.start()?;
         }
-        self.cleanup.start(self.config.clean_resource_interval)
+        self.cleanup.start()
     }
 
     /// Stops the services, flushes everything, writes the checkpoint and removes the `abort`

@@ -36,6 +36,7 @@ use crate::consume_queue::ConsumeQueueTable;
 use crate::dispatch::{MessageArrivingListener, ReputService};
 use crate::flush::{CommitLogFlusher, FlushConsumeQueueService};
 use crate::index_service::IndexService;
+use crate::live::{LiveSettings, LiveStoreSettings};
 use crate::page_release::PageReleaseService;
 use crate::recovery::RecoveryReport;
 use crate::zero_ahead::ZeroAheadService;
@@ -96,7 +97,11 @@ impl StoreStats {
 
 /// The store.
 pub struct MessageStore {
+    /// The configuration the store was opened with; the part that may change while it runs is
+    /// read from `live` instead.
     config: MessageStoreConfig,
+    /// The settings that change while the store runs (`live.rs`).
+    live: Arc<LiveSettings>,
     commit_log: Arc<CommitLog>,
     queues: Arc<ConsumeQueueTable>,
     index: Option<Arc<RwLock<IndexService>>>,
@@ -128,8 +133,28 @@ impl std::fmt::Debug for MessageStore {
 }
 
 impl MessageStore {
+    /// The configuration the store was opened with. The fields of [`LiveStoreSettings`] may
+    /// have changed since: read them with [`MessageStore::live_settings`].
     pub fn config(&self) -> &MessageStoreConfig {
         &self.config
+    }
+
+    /// The settings in force that may change while the store runs.
+    pub fn live_settings(&self) -> Arc<LiveStoreSettings> {
+        self.live.get()
+    }
+
+    /// Puts `settings` in force: later puts, pulls and flushes use them, and the flush and
+    /// retention threads are woken so a new period counts from now rather than after the old
+    /// one ran out.
+    pub fn set_live_settings(&self, settings: LiveStoreSettings) {
+        self.commit_log
+            .set_max_message_size(settings.max_message_size);
+        let previous = self.live.set(settings);
+        tracing::info!(?previous, now = ?self.live.get(), "store settings changed while running");
+        self.flusher.wake();
+        self.cq_flusher.wake();
+        self.cleanup.wake();
     }
 
     /// What start-up recovery found.

@@ -188,7 +188,7 @@ impl MessageStore {
                 let rx = self.flusher.request(end);
                 let durable = if tokio::runtime::Handle::try_current().is_ok() {
                     matches!(
-                        tokio::time::timeout(self.config.sync_flush_timeout, rx).await,
+                        tokio::time::timeout(self.live.get().sync_flush_timeout, rx).await,
                         Ok(Ok(true))
                     )
                 } else {
@@ -218,7 +218,7 @@ impl MessageStore {
 
     /// How long a SYNC_FLUSH put waits for its flush before it answers FLUSH_DISK_TIMEOUT.
     pub fn sync_flush_timeout(&self) -> std::time::Duration {
-        self.config.sync_flush_timeout
+        self.live.get().sync_flush_timeout
     }
 
     /// Counts and logs a SYNC_FLUSH put whose flush to `until` did not complete in time (the

@@ -14,12 +14,15 @@ use crate::consume_queue::ConsumeQueueTable;
 use crate::error::StoreError;
 use crate::flush::{ServiceState, Waker};
 use crate::index_service::IndexService;
+use crate::live::{LiveSettings, LiveStoreSettings};
 use crate::page_release::ReleasedPages;
 
 /// Retention thread: deletes old CommitLog segments, then the ConsumeQueue and index files
 /// that pointed only into them, and watches disk usage.
 pub(super) struct CleanupService {
     config: MessageStoreConfig,
+    /// Retention period, hours, disk thresholds and round period, read every round.
+    live: Arc<LiveSettings>,
     commit_log: Arc<CommitLog>,
     queues: Arc<ConsumeQueueTable>,
     index: Option<Arc<RwLock<IndexService>>>,
@@ -33,6 +36,7 @@ pub(super) struct CleanupService {
 impl CleanupService {
     pub(super) fn new(
         config: MessageStoreConfig,
+        live: Arc<LiveSettings>,
         commit_log: Arc<CommitLog>,
         queues: Arc<ConsumeQueueTable>,
         index: Option<Arc<RwLock<IndexService>>>,
@@ -41,6 +45,7 @@ impl CleanupService {
         let last_min_phy = AtomicI64::new(commit_log.min_offset());
         Arc::new(CleanupService {
             config,
+            live,
             commit_log,
             queues,
             index,
@@ -52,12 +57,15 @@ impl CleanupService {
         })
     }
 
-    /// Starts the retention thread: a round every `interval`, or sooner when woken.
-    pub(super) fn start(self: &Arc<Self>, interval: Duration) -> Result<(), StoreError> {
+    /// Starts the retention thread: a round every `cleanResourceInterval` (as in force when
+    /// the thread goes to sleep), or sooner when woken.
+    pub(super) fn start(self: &Arc<Self>) -> Result<(), StoreError> {
         let cleanup = Arc::clone(self);
         self.state.spawn("comet-cleanup", move || {
             while !cleanup.state.is_stopped() {
-                cleanup.waker.wait(interval);
+                cleanup
+                    .waker
+                    .wait(cleanup.live.get().clean_resource_interval);
                 if cleanup.state.is_stopped() {
                     break;
                 }
@@ -68,25 +76,31 @@ impl CleanupService {
         })
     }
 
+    /// Wakes the retention thread for a round now.
+    pub(super) fn wake(&self) {
+        self.waker.wake();
+    }
+
     /// Stops the retention thread and waits for it.
     pub(super) fn stop(&self) {
         self.state.stop(&self.waker);
     }
 
-    fn thresholds(&self) -> DiskThresholds {
-        let mut t = DiskThresholds::from_max_used_percent(self.config.disk_max_used_space_ratio);
-        t.clean_forcibly_ratio = f64::from(self.config.disk_space_clean_forcibly_ratio) / 100.0;
-        t.warning_ratio = f64::from(self.config.disk_space_warning_level_ratio) / 100.0;
+    fn thresholds(live: &LiveStoreSettings) -> DiskThresholds {
+        let mut t = DiskThresholds::from_max_used_percent(live.disk_max_used_space_ratio);
+        t.clean_forcibly_ratio = f64::from(live.disk_space_clean_forcibly_ratio) / 100.0;
+        t.warning_ratio = f64::from(live.disk_space_warning_level_ratio) / 100.0;
         t
     }
 
     fn run_once(&self) -> Result<usize, StoreError> {
+        let live = self.live.get();
         let dir = self.commit_log.dir();
         let ratio = cleanup::disk_usage(dir).ok().and_then(|u| u.used_ratio());
-        let pressure = cleanup::assess_disk(ratio, &self.thresholds());
+        let pressure = cleanup::assess_disk(ratio, &Self::thresholds(&live));
         let manual = self.manual_delete.swap(false, Ordering::AcqRel);
         let decision = cleanup::decide(
-            &self.config.delete_when,
+            &live.delete_when,
             cleanup::local_hour_now(),
             pressure,
             manual,
@@ -104,8 +118,7 @@ impl CleanupService {
         }
         let mut deleted = 0;
         if decision.delete {
-            let reserved =
-                Duration::from_secs(self.config.file_reserved_time_hours.saturating_mul(3600));
+            let reserved = Duration::from_secs(live.file_reserved_time_hours.saturating_mul(3600));
             deleted = self.commit_log.mapped_file_queue().delete_expired_by_time(
                 reserved,
                 self.config.delete_commit_log_files_interval,
