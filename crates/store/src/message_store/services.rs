@@ -29,6 +29,9 @@ pub(super) struct CleanupService {
     disk_full: Arc<AtomicBool>,
     manual_delete: AtomicBool,
     last_min_phy: AtomicI64,
+    /// Held through a round: the thread's rounds and those run on a caller's thread
+    /// ([`MessageStore::run_cleanup_once`]) would otherwise delete the same files at once.
+    round: parking_lot::Mutex<()>,
     waker: Waker,
     state: ServiceState,
 }
@@ -52,6 +55,7 @@ impl CleanupService {
             disk_full,
             manual_delete: AtomicBool::new(false),
             last_min_phy,
+            round: parking_lot::Mutex::new(()),
             waker: Waker::new(),
             state: ServiceState::default(),
         })
@@ -94,6 +98,7 @@ impl CleanupService {
     }
 
     fn run_once(&self) -> Result<usize, StoreError> {
+        let _round = self.round.lock();
         let live = self.live.get();
         let dir = self.commit_log.dir();
         let ratio = cleanup::disk_usage(dir).ok().and_then(|u| u.used_ratio());
