@@ -81,8 +81,8 @@ impl BrokerContext {
 
     /// The configuration in force: the one to read a key marked live in the configuration
     /// table from, on each use (it may have changed since the broker started).
-    pub fn live_config(&self) -> Arc<BrokerConfig> {
-        self.runtime.current()
+    pub fn live_config(&self) -> arc_swap::Guard<Arc<BrokerConfig>> {
+        self.runtime.read()
     }
 
     /// The permission bits in force (READ 4, WRITE 2, INHERIT 1): checked by every send, pull

@@ -1351,7 +1351,9 @@ async fn a_request_answered_in_http_fails_saying_so() {
     assert!(
         matches!(
             outcome,
-            Err(RemotingError::Protocol(comet_protocol::ProtocolError::HttpPeer))
+            Err(RemotingError::Protocol(
+                comet_protocol::ProtocolError::HttpPeer
+            ))
         ),
         "{outcome:?}"
     );

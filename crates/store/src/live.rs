@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use arc_swap::{ArcSwap, Guard};
 
 use crate::config::MessageStoreConfig;
 
@@ -85,25 +85,25 @@ impl LiveStoreSettings {
 /// [`LiveSettings::set`].
 #[derive(Debug)]
 pub struct LiveSettings {
-    current: RwLock<Arc<LiveStoreSettings>>,
+    current: ArcSwap<LiveStoreSettings>,
 }
 
 impl LiveSettings {
     /// Live settings starting from `config`'s values.
     pub fn of(config: &MessageStoreConfig) -> Arc<Self> {
         Arc::new(LiveSettings {
-            current: RwLock::new(Arc::new(LiveStoreSettings::of(config))),
+            current: ArcSwap::from_pointee(LiveStoreSettings::of(config)),
         })
     }
 
-    /// The settings in force.
-    pub fn get(&self) -> Arc<LiveStoreSettings> {
-        Arc::clone(&self.current.read())
+    /// The settings in force (a guard to read them through, not to keep).
+    pub fn get(&self) -> Guard<Arc<LiveStoreSettings>> {
+        self.current.load()
     }
 
     /// Puts `settings` in force; returns the ones they replace.
     pub fn set(&self, settings: LiveStoreSettings) -> Arc<LiveStoreSettings> {
-        std::mem::replace(&mut *self.current.write(), Arc::new(settings))
+        self.current.swap(Arc::new(settings))
     }
 }
 
@@ -115,14 +115,14 @@ mod tests {
     fn a_change_replaces_the_whole_set() {
         let config = MessageStoreConfig::with_root("/tmp/live-settings");
         let live = LiveSettings::of(&config);
-        assert_eq!(*live.get(), LiveStoreSettings::of(&config));
-        let held = live.get();
+        assert_eq!(**live.get(), LiveStoreSettings::of(&config));
+        let held = live.get().clone();
         let mut changed = LiveStoreSettings::of(&config);
         changed.flush_interval_commit_log = Duration::from_millis(900);
         changed.delete_when = "01;02".to_owned();
         let previous = live.set(changed.clone());
         assert_eq!(previous, held);
-        assert_eq!(*live.get(), changed);
+        assert_eq!(**live.get(), changed);
         assert_eq!(
             held.flush_interval_commit_log, config.flush_interval_commit_log,
             "a reader keeps the set it took"

@@ -16,7 +16,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use arc_swap::{ArcSwap, Guard};
+use parking_lot::Mutex;
 use thiserror::Error;
 
 use super::{Applied, BrokerConfig, ConfigError, persist};
@@ -63,7 +64,7 @@ pub struct ConfigChange {
 /// The configuration in force (see the module docs).
 #[derive(Debug)]
 pub struct RuntimeConfig {
-    current: RwLock<Arc<BrokerConfig>>,
+    current: ArcSwap<BrokerConfig>,
     /// Held through a whole update: check, write, swap.
     updating: Mutex<()>,
 }
@@ -72,14 +73,19 @@ impl RuntimeConfig {
     /// The configuration the broker started with, in force.
     pub fn new(config: Arc<BrokerConfig>) -> Self {
         RuntimeConfig {
-            current: RwLock::new(config),
+            current: ArcSwap::new(config),
             updating: Mutex::new(()),
         }
     }
 
-    /// The configuration in force.
+    /// The configuration in force, to keep.
     pub fn current(&self) -> Arc<BrokerConfig> {
-        Arc::clone(&self.current.read())
+        self.current.load_full()
+    }
+
+    /// The configuration in force, to read a key of now (a guard, not to keep).
+    pub fn read(&self) -> Guard<Arc<BrokerConfig>> {
+        self.current.load()
     }
 
     /// Checks `pairs` (`key`, value text) whole, writes them to the config file and puts them in
@@ -96,7 +102,7 @@ impl RuntimeConfig {
             })?;
         }
         let current = Arc::new(candidate);
-        *self.current.write() = Arc::clone(&current);
+        self.current.store(Arc::clone(&current));
         Ok(ConfigChange {
             previous,
             current,

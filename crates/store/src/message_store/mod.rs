@@ -141,7 +141,7 @@ impl MessageStore {
 
     /// The settings in force that may change while the store runs.
     pub fn live_settings(&self) -> Arc<LiveStoreSettings> {
-        self.live.get()
+        self.live.get().clone()
     }
 
     /// Puts `settings` in force: later puts, pulls and flushes use them, and the flush and
