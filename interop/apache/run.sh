@@ -8,6 +8,8 @@
 #   run.sh stop-broker <workdir>  SIGTERM only the broker and wait for it to exit (the name server
 #                            keeps serving routes, e.g. to show clients falling back to a slave)
 #   run.sh kill <workdir>    SIGKILL both
+#   run.sh kill-broker <workdir>  SIGKILL only the broker and wait until it is gone (a crash: it
+#                            does not unregister; the name server drops it when its connection closes)
 #   run.sh classpath         print the runtime classpath (resolving it first if needed)
 #
 # Environment knobs (defaults in brackets):
@@ -217,7 +219,7 @@ signal_all() {
 
 cmd="${1:-}"
 case "$cmd" in
-start | stop | stop-broker | kill)
+start | stop | stop-broker | kill | kill-broker)
     [[ $# -eq 2 ]] || die "usage: run.sh $cmd <workdir>"
     WORKDIR="$2"
     [[ $cmd == start ]] || WORKDIR="$(cd "$WORKDIR" && pwd)"
@@ -226,8 +228,9 @@ start | stop | stop-broker | kill)
     stop) signal_all TERM yes ;;
     stop-broker) signal_all TERM yes broker ;;
     kill) signal_all KILL no ;;
+    kill-broker) signal_all KILL yes broker ;;
     esac
     ;;
 classpath) classpath ;;
-*) die "usage: run.sh start|stop|stop-broker|kill <workdir> | run.sh classpath" ;;
+*) die "usage: run.sh start|stop|stop-broker|kill|kill-broker <workdir> | run.sh classpath" ;;
 esac
