@@ -48,6 +48,7 @@ SUITES=(
     interop/matrix.sh
     interop/comet-client/run.sh
     interop/ha/run.sh
+    interop/failover-read/run.sh
     interop/mqadmin/run.sh
     interop/mqadmin/daily.sh
     interop/mqadmin/broker_config.sh

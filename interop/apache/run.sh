@@ -10,6 +10,8 @@
 #   run.sh restart-broker <workdir>  SIGTERM the broker, wait for it to exit, start it again from its
 #                            config file (which updateBrokerConfig rewrites) and wait until it booted
 #   run.sh kill <workdir>    SIGKILL both
+#   run.sh kill-broker <workdir>  SIGKILL only the broker and wait until it is gone (a crash: it
+#                            does not unregister; the name server drops it when its connection closes)
 #   run.sh classpath         print the runtime classpath (resolving it first if needed)
 #
 # Environment knobs (defaults in brackets):
@@ -233,7 +235,7 @@ restart_broker() {
 
 cmd="${1:-}"
 case "$cmd" in
-start | stop | stop-broker | restart-broker | kill)
+start | stop | stop-broker | restart-broker | kill | kill-broker)
     [[ $# -eq 2 ]] || die "usage: run.sh $cmd <workdir>"
     WORKDIR="$2"
     [[ $cmd == start ]] || WORKDIR="$(cd "$WORKDIR" && pwd)"
@@ -243,8 +245,9 @@ start | stop | stop-broker | restart-broker | kill)
     stop-broker) signal_all TERM yes broker ;;
     restart-broker) restart_broker ;;
     kill) signal_all KILL no ;;
+    kill-broker) signal_all KILL yes broker ;;
     esac
     ;;
 classpath) classpath ;;
-*) die "usage: run.sh start|stop|stop-broker|restart-broker|kill <workdir> | run.sh classpath" ;;
+*) die "usage: run.sh start|stop|stop-broker|restart-broker|kill|kill-broker <workdir> | run.sh classpath" ;;
 esac

@@ -174,6 +174,11 @@ async fn produce_consume_and_list() {
         "6",
         "-g",
         "cli_push_group",
+        // One message per pull and one cached per queue: slower, the same messages.
+        "--pull-batch-size",
+        "1",
+        "--pull-threshold-for-queue",
+        "1",
     ]))
     .await;
     assert_eq!(

@@ -71,6 +71,14 @@ pub struct ConsumeArgs {
     /// Stop after this many seconds without a message (0 = never).
     #[arg(long, default_value_t = 0)]
     pub idle: u64,
+    /// Messages asked for per pull (Java `pullBatchSize`).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(i32).range(1..=1024))]
+    pub pull_batch_size: i32,
+    /// Messages one queue may hold in the consumer's cache before its pulls pause (Java
+    /// `pullThresholdForQueue`). With a small value and a slow reader of the output, the
+    /// backlog stays on the broker instead of in this process.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u16).range(1..))]
+    pub pull_threshold_for_queue: u16,
 }
 
 /// What ends a consume run.
@@ -153,6 +161,8 @@ async fn run_pull(
     let mut config = LitePullConsumerConfig::new(args.group.clone(), args.connect.client_config());
     config.consume_from_where = from;
     config.consume_timestamp = timestamp;
+    config.pull_batch_size = args.pull_batch_size;
+    config.pull_threshold_for_queue = usize::from(args.pull_threshold_for_queue);
     // Offsets are committed explicitly, exactly up to what was printed.
     config.auto_commit = false;
     let consumer = DefaultLitePullConsumer::new(config);
@@ -231,6 +241,8 @@ async fn run_push(
     config.client = args.connect.client_config();
     config.consume_from_where = from;
     config.consume_timestamp = timestamp;
+    config.pull_batch_size = args.pull_batch_size;
+    config.pull_threshold_for_queue = i64::from(args.pull_threshold_for_queue);
     // One listener call of one message at a time: messages of a queue reach the printer in
     // queue order, so what was printed of a queue is a run of offsets from where it started.
     config.consume_thread_min = 1;
