@@ -125,19 +125,33 @@ pub fn resolve(mut config: BrokerConfig, args: &BrokerArgs) -> Result<BrokerConf
     Ok(config)
 }
 
-/// Starts a broker and logs where clients must reach it (the advertised address is the most
-/// common RocketMQ misconfiguration, so it is said loudly).
+/// Starts a broker and logs where clients must reach it. The advertised address is the most
+/// common RocketMQ misconfiguration, so one that only this machine can reach while the broker
+/// listens beyond it is a warning.
 pub async fn start(config: BrokerConfig) -> Result<BrokerHandle> {
     let handle = BrokerController::start(config)
         .await
         .context("starting the broker")?;
-    tracing::warn!(
-        listen = %handle.local_addr(),
-        advertised = %handle.broker_addr(),
-        "broker advertises {} to clients (brokerIP1:listenPort); clients must be able to reach it",
-        handle.broker_addr()
-    );
+    let listen = handle.local_addr();
+    let advertised = handle.broker_addr();
+    if advertises_loopback_only(listen, &advertised) {
+        tracing::warn!(%listen, %advertised,
+            "broker listens beyond this machine but advertises a loopback address: clients on other \
+             machines cannot reach it (set brokerIP1)");
+    } else {
+        tracing::info!(%listen, %advertised,
+            "broker advertises {advertised} to clients (brokerIP1:listenPort)");
+    }
     Ok(handle)
+}
+
+/// Whether a broker listening on `listen` advertises `advertised` ("ip:port") on loopback while
+/// it listens on other interfaces too.
+fn advertises_loopback_only(listen: std::net::SocketAddr, advertised: &str) -> bool {
+    let advertised_loopback = advertised
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback());
+    advertised_loopback && !listen.ip().is_loopback()
 }
 
 pub async fn run(args: BrokerArgs) -> Result<()> {
@@ -171,6 +185,15 @@ pub async fn run(args: BrokerArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_loopback_address_advertised_beyond_loopback_is_a_mistake() {
+        let any: std::net::SocketAddr = "0.0.0.0:10911".parse().expect("literal");
+        let lo: std::net::SocketAddr = "127.0.0.1:10911".parse().expect("literal");
+        assert!(advertises_loopback_only(any, "127.0.0.1:10911"));
+        assert!(!advertises_loopback_only(lo, "127.0.0.1:10911"));
+        assert!(!advertises_loopback_only(any, "10.0.0.5:10911"));
+    }
 
     #[test]
     fn env_names_follow_the_keys() {

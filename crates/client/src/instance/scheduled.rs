@@ -25,8 +25,12 @@ impl MQClientInstance {
         self.rebalance_wakeup.notify_one();
     }
 
-    /// Runs `do_rebalance` on every registered consumer.
+    /// Runs `do_rebalance` on every registered consumer, after any heartbeat round under way:
+    /// the first broker a heartbeat reaches answers with NOTIFY_CONSUMER_IDS_CHANGED, and a
+    /// rebalance started then would ask, and pull from, brokers that have not heard of the group
+    /// yet (they answer "no consumer for this group" and "the consumer's group info not exist").
     pub async fn do_rebalance(&self) {
+        drop(self.heartbeat_lock.lock().await);
         let consumers: Vec<_> = self.consumers.read().values().cloned().collect();
         for consumer in consumers {
             consumer.do_rebalance().await;
@@ -152,5 +156,26 @@ mod tests {
             instance.start().await.is_err(),
             "a shut-down instance cannot restart"
         );
+    }
+
+    #[tokio::test]
+    async fn a_rebalance_waits_for_the_heartbeat_round_under_way() {
+        let instance = MQClientInstance::new(config("hb-first"), "x@hb-first".to_string());
+        let consumer = Arc::new(RecordingConsumer::default());
+        instance
+            .register_consumer("cg", consumer.clone())
+            .expect("registers");
+        let round = instance.heartbeat_lock.lock().await;
+        let rebalance = instance.do_rebalance();
+        tokio::pin!(rebalance);
+        // However often it is polled, it does not run while the round holds the lock.
+        for _ in 0..100 {
+            assert!(futures::poll!(rebalance.as_mut()).is_pending());
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(consumer.rebalances.load(Ordering::SeqCst), 0);
+        drop(round);
+        rebalance.await;
+        assert_eq!(consumer.rebalances.load(Ordering::SeqCst), 1);
     }
 }

@@ -2,7 +2,7 @@
 //! that is a broker's, an HTTP port (console, metrics, gRPC) given as a RocketMQ one, a server
 //! that is not running.
 
-use comet_client::ClientError;
+use comet_client::{ClientError, NoRouteReason};
 use comet_protocol::ProtocolError;
 use comet_protocol::code::ResponseCode;
 use comet_remoting::RemotingError;
@@ -36,6 +36,14 @@ fn client_hint(e: &ClientError) -> Option<String> {
                  broker's; is {addr} the other kind? (default ports: {DEFAULT_PORTS})"
             ))
         }
+        ClientError::NoRoute {
+            reason: NoRouteReason::NameServerUnreachable(_),
+            namesrv,
+            ..
+        } => Some(format!(
+            "is a name server running at {namesrv}? `-n` (or NAMESRV_ADDR) names it (default \
+             ports: {DEFAULT_PORTS})"
+        )),
         ClientError::SendFailed { last, .. } => client_hint(last),
         ClientError::Remoting(e) => remoting_hint(e),
         ClientError::Protocol(e) => protocol_hint(e),
