@@ -38,7 +38,9 @@ pub enum ConsumeMode {
 pub enum StartFrom {
     /// The first message still stored.
     First,
-    /// Only messages sent from now on.
+    /// The end of each queue, as Apache RocketMQ's CONSUME_FROM_LAST_OFFSET: except that a queue
+    /// whose first message (offset 0) is still stored and in memory is read from its start, so
+    /// a new group on a young topic also reads what was sent before it started.
     Last,
     /// The first message stored at or after --timestamp.
     Timestamp,
@@ -59,7 +61,7 @@ pub struct ConsumeArgs {
     /// Push or pull consumer.
     #[arg(long, value_enum, default_value_t = ConsumeMode::Push)]
     pub mode: ConsumeMode,
-    /// Where a group without committed offsets starts.
+    /// Where a group without committed offsets starts (a group with offsets goes on from them).
     #[arg(long, value_enum, default_value_t = StartFrom::Last)]
     pub from: StartFrom,
     /// Start time for `--from timestamp` (epoch ms, yyyyMMddHHmmss, or YYYY-MM-DD HH:MM:SS UTC).
