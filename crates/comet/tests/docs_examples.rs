@@ -140,8 +140,7 @@ impl Runner {
         }
         if let Some(id) = stdout
             .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter(|w| is_msg_id(w))
-            .last()
+            .rfind(|w| is_msg_id(w))
         {
             self.last_msg_id = Some(id.to_owned());
         }
