@@ -11,6 +11,7 @@
 pub mod config;
 pub mod config_tables;
 pub mod context;
+pub mod core;
 pub mod controller;
 pub mod offset_manager;
 pub mod outer_api;

@@ -1,6 +1,6 @@
-//! SendMessage: each v2 message becomes a remoting send (SEND_MESSAGE with the properties a
-//! RocketMQ producer would set) handled by the broker's send processor, so a gRPC send passes the
-//! same checks and store path as a remoting one.
+//! SendMessage: each v2 message becomes the message a RocketMQ producer would send (the
+//! properties it would set), stored by the broker's write path ([`crate::core::put::send`]), so
+//! a gRPC send passes the same checks and store path as a remoting one.
 //!
 //! Field mapping (as Apache's proxy maps them): `message_id` → UNIQ_KEY, `tag` → TAGS, `keys` →
 //! KEYS (space-joined), `message_group` → `__SHARDINGKEY`, `delivery_attempt` → RECONSUME_TIME
@@ -28,23 +28,18 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use comet_grpc_proto::v2;
-use comet_protocol::code::{RequestCode, ResponseCode};
-use comet_protocol::headers::{
-    CommandHeaderExt, SendMessageRequestHeader, SendMessageResponseHeader, request_with_header,
-};
+use comet_protocol::code::ResponseCode;
 use comet_protocol::message::id::{UniqIdGenerator, decode_offset_msg_id};
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::{Properties, sysflag};
 use comet_protocol::naming::AUTO_CREATE_TOPIC_KEY_TOPIC;
+use comet_store::Commit;
 
 use super::transaction::{GrpcTransactions, HalfLocation};
 use super::{message_type, status};
 use crate::config::DEFAULT_TOPIC_QUEUE_NUMS;
 use crate::context::BrokerContext;
-use crate::processor::send::send_in_process;
-
-/// The send answer's field holding a timer message's recall handle.
-const RECALL_HANDLE: &str = "recallHandle";
+use crate::core::put::{self, ProducedMessage, Stored};
 /// Property of the trace context a client propagates.
 pub const TRACE_CONTEXT: &str = "TRACE_CONTEXT";
 /// Most user properties one message may carry.
@@ -187,42 +182,37 @@ async fn send_one(
         message_id: message_id.clone(),
         ..v2::SendResultEntry::default()
     };
-    let (header, body) = match to_remoting(ctx, peer, message) {
-        Ok(request) => request,
+    let produced = match to_produced(ctx, peer, message) {
+        Ok(produced) => produced,
         Err(status) => return failed(status),
     };
-    let request = request_with_header(RequestCode::SendMessage, &header).with_body(body);
-    let response = send_in_process(ctx, uniq_ids, peer, request).await;
-    let code = ResponseCode::from(response.code);
-    if code != ResponseCode::Success {
-        let remark = response
+    let topic = produced.topic.clone();
+    // No connection's writer commits the append before the answer: it is committed at once,
+    // and the answer waits here for the flush or the slaves as configured.
+    let mut stored = match put::send(ctx, uniq_ids, produced, Commit::Now).await {
+        Ok(stored) => stored,
+        Err(refusal) => return failed(status::of(status::code_of(refusal.code), refusal.remark)),
+    };
+    put::wait_durable(ctx, &mut stored).await;
+    if stored.code != ResponseCode::Success {
+        let remark = stored
             .remark
-            .clone()
-            .unwrap_or_else(|| code.name().to_owned());
-        return failed(status::of(status::code_of(code), remark));
+            .map_or_else(|| stored.code.name().to_owned(), str::to_owned);
+        return failed(status::of(status::code_of(stored.code), remark));
     }
-    let half = sysflag::transaction_type(header.sys_flag) == sysflag::TRANSACTION_PREPARED_TYPE;
-    match response.decode_header::<SendMessageResponseHeader>() {
-        Ok(sent) => v2::SendResultEntry {
-            status: Some(status::ok()),
-            transaction_id: {
-                let id = sent
-                    .transaction_id
-                    .clone()
-                    .unwrap_or_else(|| message_id.clone());
-                if half {
-                    remember_half(transactions, &header.topic, &id, &message_id, &sent);
-                }
-                id
-            },
-            message_id,
-            offset: sent.queue_offset,
-            recall_handle: response.ext(RECALL_HANDLE).unwrap_or_default().to_owned(),
-        },
-        Err(e) => failed(status::of(
-            v2::Code::InternalServerError,
-            format!("send response unreadable: {e}"),
-        )),
+    let transaction_id = stored
+        .transaction_id
+        .clone()
+        .unwrap_or_else(|| message_id.clone());
+    if stored.half {
+        remember_half(transactions, &topic, &transaction_id, &message_id, &stored);
+    }
+    v2::SendResultEntry {
+        status: Some(status::ok()),
+        transaction_id,
+        message_id,
+        offset: stored.queue_offset,
+        recall_handle: stored.recall_handle.unwrap_or_default(),
     }
 }
 
@@ -233,7 +223,7 @@ fn remember_half(
     topic: &str,
     transaction_id: &str,
     message_id: &str,
-    sent: &SendMessageResponseHeader,
+    sent: &Stored,
 ) {
     match decode_offset_msg_id(&sent.msg_id) {
         Ok((_, commit_log_offset)) => transactions.remember(
@@ -250,12 +240,12 @@ fn remember_half(
     }
 }
 
-/// The header and body of the remoting send standing for `message`, or the status refusing it.
-pub fn to_remoting(
+/// The message a producer sending `message` hands the broker, or the status refusing it.
+pub fn to_produced(
     ctx: &BrokerContext,
     peer: SocketAddr,
     message: v2::Message,
-) -> Result<(SendMessageRequestHeader, Vec<u8>), v2::Status> {
+) -> Result<ProducedMessage, v2::Status> {
     let topic = topic_of(&message).to_owned();
     let system = message.system_properties.unwrap_or_default();
     check_body(ctx, &message.body)?;
@@ -342,20 +332,24 @@ pub fn to_remoting(
     if transactional {
         sys_flag |= sysflag::TRANSACTION_PREPARED_TYPE;
     }
-    let header = SendMessageRequestHeader {
-        producer_group: topic.clone(),
+    let properties_len = properties.encode().len();
+    Ok(ProducedMessage {
         topic,
-        default_topic: AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
-        default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
         queue_id,
+        body: message.body.into(),
+        flag: 0,
         sys_flag,
         born_timestamp,
-        flag: 0,
-        properties: Some(properties.encode()),
-        reconsume_times: system.delivery_attempt,
-        ..SendMessageRequestHeader::default()
-    };
-    Ok((header, message.body))
+        born_host: peer,
+        properties,
+        properties_len,
+        reconsume_times: system.delivery_attempt.unwrap_or(0),
+        max_reconsume_times: None,
+        unit_mode: false,
+        default_topic: AUTO_CREATE_TOPIC_KEY_TOPIC.to_owned(),
+        default_topic_queue_nums: DEFAULT_TOPIC_QUEUE_NUMS,
+        batch: false,
+    })
 }
 
 fn check_body(ctx: &BrokerContext, body: &[u8]) -> Result<(), v2::Status> {

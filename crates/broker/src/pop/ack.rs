@@ -281,7 +281,7 @@ async fn write_ack(ctx: &BrokerContext, ack: &AckMsg, revive_qid: i32) -> Answer
     };
     let qid = revive_qid.clamp(0, ctx.pop.revive_queue_num() - 1);
     let msg = crate::pop::revive::log_message(ctx, body, qid, tag);
-    let result = crate::processor::send::put_message(ctx, msg).await;
+    let result = crate::core::put::put_message(ctx, msg).await;
     if result.status.is_written() {
         Ok(RemotingCommand::response(ResponseCode::Success, None))
     } else {

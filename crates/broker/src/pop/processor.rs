@@ -633,7 +633,7 @@ pub async fn write_checkpoint(ctx: &BrokerContext, ck: &PopCheckPoint, revive_qi
     let mut msg = crate::pop::revive::log_message(ctx, body, revive_qid, CK_TAG);
     msg.properties
         .insert(keys::TIMER_DELIVER_MS, ck.revive_time().to_string());
-    let result = crate::processor::send::put_message(ctx, msg).await;
+    let result = crate::core::put::put_message(ctx, msg).await;
     if result.status.is_written() {
         ctx.pop
             .stats

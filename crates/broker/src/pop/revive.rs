@@ -219,7 +219,7 @@ async fn revive_one(ctx: &BrokerContext, ck: &PopCheckPoint, offset: i64) -> boo
     if dead {
         mark_dead_letter(&mut copy, &original, &retry_topic);
     }
-    let result = crate::processor::send::put_message(ctx, copy).await;
+    let result = crate::core::put::put_message(ctx, copy).await;
     if !result.status.is_written() {
         tracing::error!(status = ?result.status, "reviving a POP message failed; retrying");
         return false;

@@ -25,7 +25,7 @@ use comet_remoting::{Channel, RequestProcessor};
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
-use crate::processor::send::{put_message, status_response_code};
+use crate::core::put::{put_message, status_response_code};
 use crate::processor::{decode_header, error_response};
 use crate::transaction::TransactionService;
 use crate::transaction::half;

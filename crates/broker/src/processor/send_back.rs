@@ -177,7 +177,7 @@ pub async fn send_back(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> A
     }
 
     let copy = retry_copy(&original, topic, queue_id, target.delay_level);
-    let result = crate::processor::send::put_message(ctx, copy).await;
+    let result = crate::core::put::put_message(ctx, copy).await;
     Ok(if result.status == PutMessageStatus::PutOk {
         tracing::debug!(
             group,

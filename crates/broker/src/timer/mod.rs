@@ -15,23 +15,20 @@
 //! A third task writes the timer checkpoint every `timerFlushIntervalMs`; a crash re-delivers
 //! what was delivered since (at-least-once). Only a master runs the tasks.
 
+mod deliver;
 pub mod transform;
 
 use std::path::Path;
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
 use comet_protocol::naming::TIMER_TOPIC;
 use comet_protocol::time::now_millis;
-use comet_store::consume_queue::CqUnit;
-use comet_store::timer::{DueSlot, Enqueued, TimerConfig, TimerRecord, TimerStats, TimerStore};
+use comet_store::timer::{TimerConfig, TimerStats, TimerStore};
 use comet_store::{PutMessageStatus, StoreError};
-use tokio::task::JoinHandle;
 
 use crate::config::BrokerConfig;
-use crate::context::BrokerContext;
 use crate::schedule::{reput_copy, restore_real_topic};
 pub use transform::{TimerRules, requested_deliver_ms};
 
@@ -155,240 +152,6 @@ impl TimerMessageService {
         }
     }
 
-    /// Spawns the enqueue, dequeue and checkpoint tasks; none when timers are off.
-    pub fn start(self: &Arc<Self>, ctx: &Arc<BrokerContext>) -> Vec<JoinHandle<()>> {
-        if self.store.is_none() {
-            return Vec::new();
-        }
-        let mut tasks = Vec::new();
-        let shutdown = ctx.shutdown.clone();
-        let (service, weak) = (Arc::clone(self), Arc::downgrade(ctx));
-        tasks.push(tokio::spawn(async move {
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = service.run_enqueue(weak) => {}
-            }
-        }));
-        let shutdown = ctx.shutdown.clone();
-        let (service, weak) = (Arc::clone(self), Arc::downgrade(ctx));
-        tasks.push(tokio::spawn(async move {
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = service.run_dequeue(weak) => {}
-            }
-        }));
-        let shutdown = ctx.shutdown.clone();
-        let service = Arc::clone(self);
-        tasks.push(tokio::spawn(async move {
-            let period = service.flush_interval;
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(period) => {}
-                }
-                let service = Arc::clone(&service);
-                match tokio::task::spawn_blocking(move || service.checkpoint()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::error!(error = %e, "timer checkpoint failed"),
-                    Err(e) => tracing::error!(error = %e, "timer checkpoint task failed"),
-                }
-            }
-        }));
-        tasks
-    }
-
-    async fn run_enqueue(&self, ctx: Weak<BrokerContext>) {
-        loop {
-            let Some(ctx) = ctx.upgrade() else { return };
-            let pause = self.enqueue_available(&ctx).await;
-            drop(ctx);
-            tokio::time::sleep(pause).await;
-        }
-    }
-
-    /// Enqueues every message of the timer topic not enqueued yet; returns how long to wait
-    /// before looking again.
-    pub async fn enqueue_available(&self, ctx: &BrokerContext) -> Duration {
-        let Some(store) = &self.store else {
-            return ENQUEUE_POLL;
-        };
-        let Some(queue) = ctx.store.consume_queues().find(TIMER_TOPIC, 0) else {
-            return ENQUEUE_POLL;
-        };
-        loop {
-            let mut offset = store.enqueue_offset();
-            let mut units: Vec<CqUnit> = Vec::with_capacity(UNITS_PER_ROUND);
-            {
-                let cq = queue.read();
-                let min = cq.min_offset();
-                if offset < min {
-                    tracing::warn!(
-                        offset,
-                        min,
-                        "timer queue offset below its min; skipping removed messages"
-                    );
-                    offset = min;
-                    store.set_enqueue_offset(min);
-                }
-                cq.read(offset, UNITS_PER_ROUND, &mut units);
-            }
-            if units.is_empty() {
-                return ENQUEUE_POLL;
-            }
-            for unit in units {
-                if let Err(pause) = self.enqueue_one(ctx, store, offset, &unit).await {
-                    return pause;
-                }
-                offset += 1;
-            }
-        }
-    }
-
-    /// Parks (or, when already due, delivers) the message of timer-queue offset `offset`.
-    async fn enqueue_one(
-        &self,
-        ctx: &BrokerContext,
-        store: &TimerStore,
-        offset: i64,
-        unit: &CqUnit,
-    ) -> Result<(), Duration> {
-        let stored = if unit.is_valid() {
-            ctx.store.lookup_message_by_offset(unit.commit_log_offset)
-        } else {
-            None
-        };
-        let Some(stored) = stored else {
-            tracing::warn!(offset, "timer message no longer in the commit log; skipped");
-            store.set_enqueue_offset(offset + 1);
-            return Ok(());
-        };
-        // A record without a readable slot time is delivered now rather than held forever.
-        let out_ms = stored
-            .properties
-            .get(keys::TIMER_OUT_MS)
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .unwrap_or(i64::MIN);
-        let enqueued = if out_ms == i64::MIN {
-            Ok(Enqueued::Due)
-        } else {
-            store.enqueue(offset, unit.commit_log_offset, unit.size, out_ms)
-        };
-        match enqueued {
-            Ok(Enqueued::Parked { .. }) => Ok(()),
-            Ok(Enqueued::Due) => {
-                let enqueue_ms = now_millis();
-                if !deliver(ctx, stored, false, enqueue_ms).await {
-                    return Err(RETRY_AFTER_FAILURE);
-                }
-                store.set_enqueue_offset(offset + 1);
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!(offset, error = %e, "parking a timer message failed; retrying");
-                Err(RETRY_AFTER_FAILURE)
-            }
-        }
-    }
-
-    async fn run_dequeue(&self, ctx: Weak<BrokerContext>) {
-        let mut pending: Option<(DueSlot, usize)> = None;
-        loop {
-            let Some(ctx) = ctx.upgrade() else { return };
-            let pause = self.dequeue_due(&ctx, &mut pending).await;
-            drop(ctx);
-            tokio::time::sleep(pause).await;
-        }
-    }
-
-    /// Delivers every due slot, continuing `pending` (a slot and how many of its records were
-    /// delivered) first; returns how long to wait before looking again.
-    async fn dequeue_due(
-        &self,
-        ctx: &BrokerContext,
-        pending: &mut Option<(DueSlot, usize)>,
-    ) -> Duration {
-        let Some(store) = &self.store else {
-            return DEQUEUE_POLL;
-        };
-        loop {
-            if pending.is_none() {
-                let now = now_millis();
-                match store.collect_due(now) {
-                    Ok(Some(mut slot)) => {
-                        // The chain is newest first: deliver in arrival order.
-                        slot.records.reverse();
-                        *pending = Some((slot, 0));
-                    }
-                    Ok(None) => {
-                        let next_due = store.collect_ms() + store.config().precision_ms;
-                        let wait = u64::try_from(next_due - now).unwrap_or(0).max(1);
-                        return Duration::from_millis(wait).min(DEQUEUE_POLL);
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "reading a timer slot failed");
-                        return DEQUEUE_POLL;
-                    }
-                }
-            }
-            let Some((slot, next)) = pending.as_mut() else {
-                continue;
-            };
-            while let Some(record) = slot.records.get(*next) {
-                if !deliver_record(ctx, record).await {
-                    return RETRY_AFTER_FAILURE;
-                }
-                *next += 1;
-            }
-            store.mark_delivered(slot.slot_ms);
-            *pending = None;
-        }
-    }
-}
-
-/// Delivers (or rolls) one fired record; `false` when the re-put failed and must be retried.
-async fn deliver_record(ctx: &BrokerContext, record: &TimerRecord) -> bool {
-    let Some(stored) = ctx.store.lookup_message_by_offset(record.commit_log_offset) else {
-        tracing::warn!(
-            commit_log_offset = record.commit_log_offset,
-            "timer message no longer in the commit log; skipped"
-        );
-        return true;
-    };
-    deliver(ctx, stored, record.is_roll(), now_millis()).await
-}
-
-/// Re-puts a timer-topic message: to its real topic, or back into the timer topic when
-/// `roll`. `false` when the store refused it for a reason worth a retry.
-async fn deliver(ctx: &BrokerContext, stored: MessageExt, roll: bool, enqueue_ms: i64) -> bool {
-    if stored.properties.get(keys::TIMER_DEL_UNIQKEY).is_some() && !roll {
-        // A delete marker: cancelling other timer messages is not supported, and the marker
-        // itself is never delivered.
-        return true;
-    }
-    let Some(msg) = timer_delivery(stored, roll, enqueue_ms, now_millis()) else {
-        tracing::error!("timer message without REAL_TOPIC/REAL_QID dropped");
-        return true;
-    };
-    let topic = msg.topic.clone();
-    let result = crate::processor::send::put_due_message(ctx, msg).await;
-    if result.status.is_written() {
-        if !roll {
-            ctx.traffic.record_timer(&topic, true);
-        }
-        return true;
-    }
-    if matches!(
-        result.status,
-        PutMessageStatus::MessageIllegal
-            | PutMessageStatus::PropertiesSizeExceeded
-            | PutMessageStatus::WheelTimerMsgIllegal
-            | PutMessageStatus::WheelTimerNotEnable
-    ) {
-        tracing::error!(topic = %topic, status = ?result.status, "timer message refused by the store; dropped");
-        return true;
-    }
-    tracing::error!(topic = %topic, status = ?result.status, "re-putting a timer message failed; retrying");
-    false
 }
 
 /// The message to put for a fired timer record: to the real topic and queue, or, for a roll,

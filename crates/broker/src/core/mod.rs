@@ -1,0 +1,42 @@
+//! The broker's operations, one module per operation, with typed arguments and domain results.
+//!
+//! Every front end reaches the broker through here: the remoting processors decode a request,
+//! call an operation and encode its result; the gRPC endpoint converts its protobuf messages to
+//! the same arguments; the broker's own services (delay and timer delivery, POP revive,
+//! transaction checks) call the operations directly. No operation takes or returns a
+//! `RemotingCommand`, so no caller has to dress up as a remoting client to reach its own broker.
+//!
+//! - [`put`]: storing a message (a producer's send, single or batch, half messages, the delay and
+//!   timer rewrites) and the broker's own re-puts.
+//!
+//! A refused operation returns a [`Refusal`]: the RocketMQ response code and the remark a Java
+//! broker gives, which each front end renders its own way (a remoting response, a gRPC status).
+
+pub mod put;
+
+use comet_protocol::code::ResponseCode;
+
+/// Why an operation was refused: RocketMQ's response code and a remark for the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: ResponseCode,
+    pub remark: String,
+}
+
+impl Refusal {
+    /// A refusal with `code` and `remark`.
+    pub fn new(code: ResponseCode, remark: impl Into<String>) -> Self {
+        Refusal {
+            code,
+            remark: remark.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.code.name(), self.code.code(), self.remark)
+    }
+}
+
+impl std::error::Error for Refusal {}
