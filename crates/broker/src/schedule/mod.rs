@@ -133,6 +133,7 @@ pub fn reput_copy(stored: MessageExt, topic: String, queue_id: i32) -> MessageEx
 #[cfg(test)]
 mod tests {
     use super::*;
+    use comet_protocol::naming::SCHEDULE_TOPIC;
     use bytes::Bytes;
 
     #[test]
