@@ -71,6 +71,13 @@ pub struct ConsumeArgs {
     /// Stop after this many seconds without a message (0 = never).
     #[arg(long, default_value_t = 0)]
     pub idle: u64,
+    /// Record message trace (SubBefore/SubAfter records in the trace topic, see
+    /// `comet msg trace`).
+    #[arg(long)]
+    pub trace: bool,
+    /// Trace topic of --trace (default RMQ_SYS_TRACE_TOPIC).
+    #[arg(long, requires = "trace")]
+    pub trace_topic: Option<String>,
 }
 
 /// What ends a consume run.
@@ -134,6 +141,8 @@ async fn run_pull(
     config.consume_timestamp = timestamp;
     // Offsets are committed explicitly, exactly up to what was printed.
     config.auto_commit = false;
+    config.enable_msg_trace = args.trace;
+    config.custom_trace_topic.clone_from(&args.trace_topic);
     let consumer = DefaultLitePullConsumer::new(config);
     consumer.subscribe(&args.topic, &args.tags).await?;
     consumer
@@ -191,6 +200,8 @@ async fn run_push(
     // One listener call at a time keeps the printed order per queue and makes --count exact.
     config.consume_thread_min = 1;
     config.consume_thread_max = 1;
+    config.enable_msg_trace = args.trace;
+    config.custom_trace_topic.clone_from(&args.trace_topic);
     let consumer = DefaultMQPushConsumer::new(config);
     consumer.subscribe(&args.topic, &args.tags).await?;
     let (tx, mut rx) = mpsc::channel::<MessageExt>(PRINT_QUEUE);
