@@ -122,6 +122,17 @@ impl History {
             .collect()
     }
 
+    /// The newest value of the series `key`, when it was sampled at most three intervals before
+    /// `now_ms`.
+    pub fn latest(&self, key: &str, now_ms: i64) -> Option<f64> {
+        let fresh_ms = i64::try_from(self.interval.as_millis())
+            .unwrap_or(i64::MAX)
+            .saturating_mul(3);
+        let inner = self.inner.lock();
+        let point = inner.series.get(key)?.points.back()?;
+        (now_ms.saturating_sub(point.0) <= fresh_ms).then_some(point.1)
+    }
+
     /// The keys that start with `prefix` and end with `suffix`, sorted.
     pub fn keys_like(&self, prefix: &str, suffix: &str) -> Vec<String> {
         let inner = self.inner.lock();
@@ -271,6 +282,10 @@ mod tests {
         for i in 0..(HISTORY_POINTS as i64 + 5) {
             h.record("cluster/in", "in", Point(i * 10_000, i as f64));
         }
+        let newest = (HISTORY_POINTS as i64 + 4) * 10_000;
+        assert_eq!(h.latest("cluster/in", newest + 30_000), Some(364.0));
+        assert_eq!(h.latest("cluster/in", newest + 30_001), None, "too old");
+        assert_eq!(h.latest("missing", newest), None);
         let got = h.get(&["cluster/in".to_owned(), "missing".to_owned()]);
         assert_eq!(got.len(), 1);
         let points = got[0]["points"].as_array().expect("points");

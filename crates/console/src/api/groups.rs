@@ -12,6 +12,7 @@ use comet_client::ClientError;
 use comet_client::admin::RESET_TO_END;
 use comet_protocol::body::ConsumerConnection;
 use comet_protocol::naming;
+use comet_protocol::time::now_millis;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -86,16 +87,25 @@ async fn list(
         .collect();
     let page = paging.slice(&groups);
     let admin = &state.admin;
+    let history = &state.history;
     let items: Vec<Value> = futures::stream::iter(page)
         .map(|group| async move {
             let (stats, conn) = futures::join!(
                 admin.consume_stats(&group, None),
                 admin.consumer_connections(&group)
             );
-            let (lag, tps) = match &stats {
-                Ok(s) => (Some(s.diff_total()), Some(s.consume_tps)),
-                Err(_) => (None, None),
-            };
+            let lag = stats.as_ref().ok().map(|s| s.diff_total());
+            // The console's own measure when it samples the group, else the broker's (which
+            // Comet's brokers do not report: 0 there means unknown).
+            let tps = history
+                .latest(&format!("group/{group}/tps"), now_millis())
+                .or_else(|| {
+                    stats
+                        .as_ref()
+                        .ok()
+                        .map(|s| s.consume_tps)
+                        .filter(|t| *t > 0.0)
+                });
             let conn = conn.ok();
             json!({
                 "group": group, "system": naming::is_system_group(&group),
