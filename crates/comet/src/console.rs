@@ -82,7 +82,9 @@ pub fn resolve(mut config: ConsoleConfig, args: &BrokerArgs) -> Result<ConsoleCo
     Ok(config)
 }
 
-fn apply_env_and_overrides(config: &mut ConsoleConfig, overrides: &[String]) -> Result<()> {
+/// Applies the console keys of the environment (`COMET_CONSOLE_*`), then those of `overrides`
+/// (`key=value`; other keys are left alone).
+pub fn apply_env_and_overrides(config: &mut ConsoleConfig, overrides: &[String]) -> Result<()> {
     for key in ConsoleConfig::KEYS {
         if let Ok(value) = std::env::var(env_name(key)) {
             set(config, key, &value, "environment")?;

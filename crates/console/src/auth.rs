@@ -9,7 +9,8 @@
 //! assets needs a live session (the API answers 401, pages redirect to `/login`); every write
 //! (POST, PUT, DELETE) must also carry the session's token in the `x-csrf-token` header (403
 //! otherwise), and the read-only role may not write at all (403). A session ends after
-//! `consoleSessionTimeoutSecs` without a request, or at logout. After five failed logins in a
+//! `consoleSessionTimeoutSecs` without a request (the status poll and the periodic refreshes of
+//! an open page do not count), or at logout. After five failed logins in a
 //! row an account refuses every login for a minute (429), which bounds password guessing.
 
 use std::collections::HashMap;
@@ -266,13 +267,25 @@ impl Sessions {
 
     /// The live session `id`, its idle time restarted; an expired one is removed.
     pub fn touch(&self, id: &str) -> Option<Session> {
+        self.find(id, true)
+    }
+
+    /// The live session `id`, its idle time left running (a request the page makes on its own,
+    /// not one of the user's); an expired one is removed.
+    pub fn peek(&self, id: &str) -> Option<Session> {
+        self.find(id, false)
+    }
+
+    fn find(&self, id: &str, restart: bool) -> Option<Session> {
         let mut map = self.map.lock();
         let session = map.get_mut(id)?;
         if session.last_seen.elapsed() >= self.timeout {
             map.remove(id);
             return None;
         }
-        session.last_seen = Instant::now();
+        if restart {
+            session.last_seen = Instant::now();
+        }
         Some(session.clone())
     }
 
@@ -304,6 +317,13 @@ fn is_write(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
+/// The request every open page makes on its own every few seconds: it does not count as
+/// activity, so an open page does not keep an idle session alive.
+pub const PASSIVE_PATH: &str = "/api/status";
+/// Header of the reads a page makes on its own (its periodic refreshes): like
+/// [`PASSIVE_PATH`], they do not count as activity.
+pub const BACKGROUND_HEADER: &str = "x-comet-background";
+
 /// The guard in front of every page and API call but the login page: see the module docs.
 pub async fn require_session(
     State(state): State<Arc<AppState>>,
@@ -311,7 +331,15 @@ pub async fn require_session(
     next: Next,
 ) -> Response {
     let is_api = request.uri().path().starts_with("/api/");
-    let session = session_id(request.headers()).and_then(|id| state.sessions.touch(&id));
+    let passive = request.uri().path() == PASSIVE_PATH
+        || (!is_write(request.method()) && request.headers().contains_key(BACKGROUND_HEADER));
+    let session = session_id(request.headers()).and_then(|id| {
+        if passive {
+            state.sessions.peek(&id)
+        } else {
+            state.sessions.touch(&id)
+        }
+    });
     let Some(session) = session else {
         return if is_api {
             ApiError::new(StatusCode::UNAUTHORIZED, "login required").into_response()

@@ -16,6 +16,10 @@ pub const DEFAULT_PORT: u16 = 8080;
 pub const DEFAULT_SESSION_TIMEOUT_SECS: u64 = 1800;
 /// Shortest password accepted from the configuration.
 pub const MIN_PASSWORD_LEN: usize = 8;
+/// Default seconds between two samples of the charts' figures.
+pub const DEFAULT_SAMPLE_INTERVAL_SECS: u64 = 10;
+/// Longest sample interval accepted (an hour).
+pub const MAX_SAMPLE_INTERVAL_SECS: u64 = 3600;
 
 /// Everything the console needs to start.
 #[derive(Clone, PartialEq, Eq)]
@@ -41,6 +45,9 @@ pub struct ConsoleConfig {
     pub access_key: Option<String>,
     /// `consoleSecretKey`: that account's secret key.
     pub secret_key: Option<String>,
+    /// `consoleSampleIntervalSecs`: seconds between two samples of the figures the charts
+    /// show (message rates, lag).
+    pub sample_interval_secs: u64,
 }
 
 impl std::fmt::Debug for ConsoleConfig {
@@ -58,6 +65,7 @@ impl std::fmt::Debug for ConsoleConfig {
             .field("data_dir", &self.data_dir)
             .field("access_key", &self.access_key)
             .field("secret_key", &self.secret_key.as_ref().map(|_| "<set>"))
+            .field("sample_interval_secs", &self.sample_interval_secs)
             .finish()
     }
 }
@@ -74,6 +82,7 @@ impl Default for ConsoleConfig {
             data_dir: PathBuf::from("comet-data").join("console"),
             access_key: None,
             secret_key: None,
+            sample_interval_secs: DEFAULT_SAMPLE_INTERVAL_SECS,
         }
     }
 }
@@ -89,6 +98,7 @@ impl ConsoleConfig {
         "consoleSessionTimeoutSecs",
         "consoleAccessKey",
         "consoleSecretKey",
+        "consoleSampleIntervalSecs",
     ];
 
     /// Whether `key` is a console key (they all start with `console`).
@@ -130,14 +140,19 @@ impl ConsoleConfig {
             "consoleSecretKey" => {
                 self.secret_key = (!value.is_empty()).then(|| value.to_owned());
             }
+            "consoleSampleIntervalSecs" => {
+                self.sample_interval_secs = value
+                    .parse()
+                    .map_err(|_| bad("expected a number of seconds"))?;
+            }
             _ => return Ok(false),
         }
         Ok(true)
     }
 
-    /// Checks the values together: a session lasts at least a second and at most a week, a
-    /// configured password is long enough and differs from the read-only one, and the ACL keys
-    /// come as a pair.
+    /// Checks the values together: a session lasts at least a second and at most a week, the
+    /// sample interval is 1 s to an hour, a configured password is long enough and differs
+    /// from the read-only one, and the ACL keys come as a pair.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |key: &str, reason: &str| ConfigError::BadValue {
             key: key.to_owned(),
@@ -159,6 +174,12 @@ impl ConsoleConfig {
             {
                 return Err(bad(key, "must be at least 8 characters"));
             }
+        }
+        if self.sample_interval_secs == 0 || self.sample_interval_secs > MAX_SAMPLE_INTERVAL_SECS {
+            return Err(bad(
+                "consoleSampleIntervalSecs",
+                "must be between 1 and 3600",
+            ));
         }
         if self.access_key.is_some() != self.secret_key.is_some() {
             return Err(bad(
@@ -183,6 +204,11 @@ impl ConsoleConfig {
     /// The idle time after which a session ends.
     pub fn session_timeout(&self) -> Duration {
         Duration::from_secs(self.session_timeout_secs)
+    }
+
+    /// The time between two samples of the charts' figures.
+    pub fn sample_interval(&self) -> Duration {
+        Duration::from_secs(self.sample_interval_secs)
     }
 }
 
@@ -215,6 +241,14 @@ mod tests {
         assert!(c.validate().is_err(), "the two accounts share a password");
         c.set("consoleReadOnlyPassword", "another one").unwrap();
         assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.sample_interval().as_secs(), 10);
+        c.set("consoleSampleIntervalSecs", "0").unwrap();
+        assert!(c.validate().is_err());
+        c.set("consoleSampleIntervalSecs", "3601").unwrap();
+        assert!(c.validate().is_err());
+        c.set("consoleSampleIntervalSecs", "2").unwrap();
+        assert_eq!(c.validate(), Ok(()));
+        assert!(c.set("consoleSampleIntervalSecs", "soon").is_err());
         assert!(
             !format!("{c:?}").contains("long enough"),
             "Debug hides passwords"

@@ -7,7 +7,8 @@
 //!
 //! It is one [`axum::Router`]: a JSON API under `/api/` and a single page (plain HTML, CSS and
 //! JavaScript embedded in the binary, no build step) that calls it. Every page and API call needs
-//! a login; see [`auth`] for the security model and [`config`] for the keys.
+//! a login; see [`auth`] for the security model and [`config`] for the keys. A running console
+//! also samples the cluster for its charts ([`sampler`] into [`history`]).
 
 #![warn(missing_docs)]
 
@@ -16,6 +17,8 @@ mod assets;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod history;
+pub mod sampler;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -60,6 +63,7 @@ pub struct ConsoleHandle {
     state: Arc<AppState>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
+    sampler: JoinHandle<()>,
 }
 
 impl ConsoleHandle {
@@ -68,18 +72,20 @@ impl ConsoleHandle {
         self.local_addr
     }
 
-    /// Stops serving and closes the console's cluster connections.
+    /// Stops serving and sampling and closes the console's cluster connections.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        self.sampler.abort();
+        let _ = (&mut self.sampler).await;
         let _ = (&mut self.task).await;
         self.state.shutdown().await;
     }
 }
 
-/// Starts the console on `config`'s address for the cluster `client` names. A generated admin
-/// password is written once to stderr.
+/// Starts the console on `config`'s address for the cluster `client` names, and its sampling of
+/// the charts' figures. A generated admin password is written once to stderr.
 pub async fn start(
     config: ConsoleConfig,
     client: ClientConfig,
@@ -115,11 +121,13 @@ pub async fn start(
             tracing::warn!(error = %e, "console server stopped");
         }
     });
+    let sampler = tokio::spawn(sampler::run(state.clone()));
     tracing::info!(addr = %local_addr, "console listening: http://{local_addr}/");
     Ok(ConsoleHandle {
         local_addr,
         state,
         stop: Some(stop),
         task,
+        sampler,
     })
 }

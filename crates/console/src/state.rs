@@ -1,5 +1,6 @@
 //! What every handler shares: the admin client, the accounts and sessions, the producer writes
-//! use, and the last runtime figures of each broker (to turn counters into rates).
+//! use, the last runtime figures of each broker (to turn counters into rates), the sampled
+//! series of the charts and the name servers' reachability.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,6 +14,7 @@ use tokio::sync::OnceCell;
 use crate::auth::{Accounts, Sessions};
 use crate::config::ConsoleConfig;
 use crate::error::ApiError;
+use crate::history::{Health, History};
 
 /// Numbers the consoles of this process (see [`AppState::producer`]).
 static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -22,10 +24,10 @@ static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
 pub struct CounterSample {
     /// When they were read.
     pub at: Instant,
-    /// Messages stored so far.
-    pub put: u64,
-    /// Messages delivered so far.
-    pub get: u64,
+    /// Messages stored so far, when the broker reports it.
+    pub put: Option<u64>,
+    /// Messages delivered so far, when the broker reports it.
+    pub get: Option<u64>,
 }
 
 /// The console's shared state.
@@ -42,6 +44,10 @@ pub struct AppState {
     producer: OnceCell<DefaultMQProducer>,
     /// The previous counters of each broker address.
     pub samples: Mutex<HashMap<String, CounterSample>>,
+    /// The series the charts draw.
+    pub history: History,
+    /// Whether the name servers answered the last time they were asked.
+    pub health: Health,
 }
 
 impl AppState {
@@ -49,6 +55,8 @@ impl AppState {
     pub fn new(admin: MQAdmin, accounts: Accounts, config: ConsoleConfig) -> Self {
         AppState {
             sessions: Sessions::new(config.session_timeout()),
+            history: History::new(config.sample_interval()),
+            health: Health::default(),
             admin,
             accounts,
             config,

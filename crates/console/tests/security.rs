@@ -17,12 +17,27 @@ async fn pages_and_api_need_a_login() {
         "/api/groups",
         "/api/session",
         "/api/dlq/g",
+        "/api/status",
+        "/api/history?kind=cluster",
+        "/api/pickers/topics",
+        "/api/producers/online",
+        "/api/brokers/127.0.0.1:10911",
+        "/api/messages/trace?id=AB",
     ] {
         let answer = env.call(Method::GET, path, None, None, None).await;
         assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{path}");
         assert!(answer.json["error"].is_string(), "{path}: {}", answer.text);
     }
-    for path in ["/", "/static/app.js"] {
+    for path in [
+        "/",
+        "/static/app.js",
+        "/static/chart.js",
+        "/static/cluster.js",
+        "/static/topics.js",
+        "/static/groups.js",
+        "/static/messages.js",
+        "/static/trace.js",
+    ] {
         let answer = env.call(Method::GET, path, None, None, None).await;
         assert_eq!(answer.status, StatusCode::SEE_OTHER, "{path}");
         assert_eq!(answer.headers[header::LOCATION], "/login");
@@ -120,9 +135,26 @@ async fn sessions_expire_after_the_idle_timeout_and_at_logout() {
     let login = env.admin().await;
     assert_eq!(env.get("/api/session", &login).await.status, StatusCode::OK);
     // That request restarted the idle time; once a full timeout has passed since it answered,
-    // the session cannot be alive.
+    // the session cannot be alive. The page's status poll on the way does not restart it.
     let expired_at = tokio::time::Instant::now() + Duration::from_millis(1100);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(env.get("/api/status", &login).await.status, StatusCode::OK);
+    // Nor does a periodic refresh, which the page marks as made on its own.
+    let refresh = axum::http::Request::builder()
+        .uri("/api/overview")
+        .header(header::COOKIE, &login.cookie)
+        .header(comet_console::auth::BACKGROUND_HEADER, "1")
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let refreshed = tower::ServiceExt::oneshot(env.router.clone(), refresh)
+        .await
+        .expect("router answers");
+    assert_eq!(refreshed.status(), StatusCode::OK);
     tokio::time::sleep_until(expired_at).await;
+    assert_eq!(
+        env.get("/api/status", &login).await.status,
+        StatusCode::UNAUTHORIZED
+    );
     assert_eq!(
         env.get("/api/session", &login).await.status,
         StatusCode::UNAUTHORIZED
@@ -200,6 +232,7 @@ async fn the_read_only_account_reads_but_cannot_write() {
         env.get("/api/overview", &viewer).await.status,
         StatusCode::OK
     );
+    let broker_config = format!("/api/brokers/{}/config", env.broker_addr());
     let writes = [
         (
             Method::POST,
@@ -217,11 +250,28 @@ async fn the_read_only_account_reads_but_cannot_write() {
             json!({ "msgIds": ["x"] }),
         ),
         (Method::DELETE, "/api/topics/TBW102", json!({})),
+        (
+            Method::POST,
+            "/api/groups/g/skip",
+            json!({ "topic": "TBW102" }),
+        ),
+        (Method::DELETE, "/api/groups/g", json!({})),
+        (
+            Method::POST,
+            &broker_config,
+            json!({ "key": "brokerPermission", "value": "2" }),
+        ),
+        (
+            Method::POST,
+            "/api/topics/TBW102/messages",
+            json!({ "body": "x" }),
+        ),
     ];
     for (method, path, body) in writes {
         let answer = env.write(method, path, &viewer, body).await;
         assert_eq!(answer.status, StatusCode::FORBIDDEN, "{path}");
     }
+    assert_eq!(env.broker.context().broker_permission(), 6);
     assert!(!env.topic_exists("ViewerTopic").await);
     assert!(env.topic_exists("TBW102").await);
 }

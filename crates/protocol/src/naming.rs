@@ -70,6 +70,69 @@ pub fn is_not_allowed_send_topic(topic: &str) -> bool {
     )
 }
 
+/// Topics the brokers create for themselves or write on their own (Apache's
+/// `TopicValidator.SYSTEM_TOPIC_SET` and the transaction check topic).
+pub const SYSTEM_TOPICS: &[&str] = &[
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    SELF_TEST_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    TIMER_TOPIC,
+    TRACE_TOPIC,
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "DefaultHeartBeatSyncerTopic",
+];
+/// Prefix of the topics a 5.x broker creates for its own services (`rmq_sys_`), matched in any
+/// letter case (`RMQ_SYS_TRANS_HALF_TOPIC` shares it).
+pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+/// Groups the brokers and the admin tools use for themselves (`MixAll`'s tool, filter-server,
+/// self-test, ONS and transaction groups).
+pub const SYSTEM_GROUPS: &[&str] = &[
+    "TOOLS_CONSUMER",
+    "TOOLS_PRODUCER",
+    "FILTERSRV_CONSUMER",
+    "__MONITOR_CONSUMER",
+    "CLIENT_INNER_PRODUCER",
+    "SELF_TEST_P_GROUP",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_ONSAPI_PULL",
+    "CID_SYS_RMQ_TRANS",
+    "CID_DefaultHeartBeatSyncerTopic",
+];
+/// Prefix of the system consumer groups (`CID_RMQ_SYS_`), matched in any letter case.
+pub const SYSTEM_GROUP_PREFIX: &str = "CID_RMQ_SYS_";
+
+fn starts_with_ignore_case(name: &str, prefix: &str) -> bool {
+    name.get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+}
+
+/// Whether `topic` is a system topic: one of [`SYSTEM_TOPICS`], one under
+/// [`SYSTEM_TOPIC_PREFIX`], or one a broker names after its cluster or itself (`<cluster>`,
+/// `<cluster>_REPLY_TOPIC`, `<brokerName>`). Only the caller knows the cluster and broker
+/// names, so `is_cluster_or_broker` answers whether a name is one of them (`|_| false` to
+/// judge by the name alone).
+pub fn is_system_topic(topic: &str, is_cluster_or_broker: impl Fn(&str) -> bool) -> bool {
+    SYSTEM_TOPICS.contains(&topic)
+        || starts_with_ignore_case(topic, SYSTEM_TOPIC_PREFIX)
+        || is_cluster_or_broker(topic)
+        || topic
+            .strip_suffix("_REPLY_TOPIC")
+            .is_some_and(&is_cluster_or_broker)
+}
+
+/// Whether `group` is a system group: one of [`SYSTEM_GROUPS`] or one under
+/// [`SYSTEM_GROUP_PREFIX`].
+pub fn is_system_group(group: &str) -> bool {
+    SYSTEM_GROUPS.contains(&group) || starts_with_ignore_case(group, SYSTEM_GROUP_PREFIX)
+}
+
 /// Whether `b` may appear in a topic or group name: `[%|a-zA-Z0-9_-]`.
 pub fn is_legal_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-')
@@ -218,6 +281,38 @@ mod tests {
         assert_eq!(validate_group(""), Err(GroupNameError::Blank));
         assert!(validate_group("a/b").is_err());
         assert!(validate_group(&"g".repeat(MAX_GROUP_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn system_topics_and_groups() {
+        let none = |_: &str| false;
+        for topic in [
+            "TBW102",
+            SCHEDULE_TOPIC,
+            TRACE_TOPIC,
+            "rmq_sys_REVIVE_LOG_DefaultCluster",
+            "RMQ_SYS_TRANS_HALF_TOPIC",
+        ] {
+            assert!(is_system_topic(topic, none), "{topic}");
+        }
+        assert!(!is_system_topic("Orders", none));
+        assert!(!is_system_topic("%RETRY%g", none));
+        let cluster = |name: &str| name == "DefaultCluster" || name == "broker-a";
+        assert!(is_system_topic("DefaultCluster", cluster));
+        assert!(is_system_topic("DefaultCluster_REPLY_TOPIC", cluster));
+        assert!(is_system_topic("broker-a", cluster));
+        assert!(!is_system_topic("DefaultCluster", none));
+        assert!(!is_system_topic("Orders_REPLY_TOPIC", cluster));
+        for group in [
+            "TOOLS_CONSUMER",
+            "CID_RMQ_SYS_TRANS",
+            "cid_rmq_sys_x",
+            "TOOLS_PRODUCER",
+        ] {
+            assert!(is_system_group(group), "{group}");
+        }
+        assert!(!is_system_group("orders_consumer"));
+        assert!(!is_system_group("CID"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Broker-level and name-server administration: a broker's runtime figures
 //! (GET_BROKER_RUNTIME_INFO, mqadmin `brokerStatus`), its settings (GET_BROKER_CONFIG /
 //! UPDATE_BROKER_CONFIG), one of its statistics (VIEW_BROKER_STATS_DATA), a producer group's
-//! connections (GET_PRODUCER_CONNECTION_LIST), the name servers' settings (GET_NAMESRV_CONFIG /
+//! connections (GET_PRODUCER_CONNECTION_LIST) or every producer of a broker
+//! (GET_ALL_PRODUCER_INFO), the name servers' settings (GET_NAMESRV_CONFIG /
 //! UPDATE_NAMESRV_CONFIG) and a broker's write permission in the name servers' routes
 //! (WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER).
 //!
@@ -9,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use comet_protocol::body::{BrokerStatsData, KvTable, ProducerConnection, from_fastjson};
+use comet_protocol::body::{
+    BrokerStatsData, KvTable, ProducerConnection, ProducerTableInfo, from_fastjson,
+};
 use comet_protocol::code::RequestCode;
 use comet_protocol::headers::{
     AddWritePermOfBrokerRequestHeader, AddWritePermOfBrokerResponseHeader, CommandHeader,
@@ -190,6 +193,15 @@ impl MQAdmin {
             .api
             .request_with(RequestCode::ViewBrokerStatsData, &header);
         let response = self.invoke_broker(addr, request).await?;
+        Ok(from_fastjson(response.body.as_deref().unwrap_or_default())?)
+    }
+
+    /// Every producer connected to the broker at `addr`, by producer group
+    /// (GET_ALL_PRODUCER_INFO, a 5.x request).
+    pub async fn all_producers(&self, addr: &str) -> Result<ProducerTableInfo> {
+        let response = self
+            .invoke_broker(addr, self.api.request(RequestCode::GetAllProducerInfo))
+            .await?;
         Ok(from_fastjson(response.body.as_deref().unwrap_or_default())?)
     }
 

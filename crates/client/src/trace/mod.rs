@@ -71,3 +71,32 @@ pub async fn query_traces(
     }
     Ok(out)
 }
+
+/// One trace event as a JSON object with every field of the record (the first message's fields
+/// for a consumed batch): what `comet msg trace --json` prints and the web console shows.
+pub fn record_json(record: &TraceContext) -> serde_json::Value {
+    let bean = record.beans.first().cloned().unwrap_or_default();
+    serde_json::json!({
+        "type": record.trace_type.name(),
+        "timestamp": record.time_stamp,
+        "regionId": record.region_id,
+        "group": record.group_name,
+        "requestId": record.request_id,
+        "costTime": record.cost_time,
+        "success": record.success,
+        "contextCode": record.context_code,
+        "topic": bean.topic,
+        "msgId": bean.msg_id,
+        "offsetMsgId": bean.offset_msg_id,
+        "tags": bean.tags,
+        "keys": bean.keys,
+        "storeHost": bean.store_host,
+        "clientHost": bean.client_host,
+        "bodyLength": bean.body_length,
+        "retryTimes": bean.retry_times,
+        "msgType": bean.msg_type.java_name(),
+        "transactionId": bean.transaction_id,
+        "transactionState": bean.transaction_state,
+        "fromTransactionCheck": bean.from_transaction_check,
+    })
+}

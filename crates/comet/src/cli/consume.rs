@@ -81,6 +81,13 @@ pub struct ConsumeArgs {
     /// backlog stays on the broker instead of in this process.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u16).range(1..))]
     pub pull_threshold_for_queue: u16,
+    /// Record message trace (SubBefore/SubAfter records in the trace topic, see
+    /// `comet msg trace`).
+    #[arg(long)]
+    pub trace: bool,
+    /// Trace topic of --trace (default RMQ_SYS_TRACE_TOPIC).
+    #[arg(long, requires = "trace")]
+    pub trace_topic: Option<String>,
 }
 
 /// What ends a consume run.
@@ -167,6 +174,8 @@ async fn run_pull(
     config.pull_threshold_for_queue = usize::from(args.pull_threshold_for_queue);
     // Offsets are committed explicitly, exactly up to what was printed.
     config.auto_commit = false;
+    config.enable_msg_trace = args.trace;
+    config.custom_trace_topic.clone_from(&args.trace_topic);
     let consumer = DefaultLitePullConsumer::new(config);
     consumer.subscribe(&args.topic, &args.tags).await?;
     consumer
@@ -250,6 +259,8 @@ async fn run_push(
     config.consume_thread_min = 1;
     config.consume_thread_max = 1;
     config.consume_message_batch_max_size = 1;
+    config.enable_msg_trace = args.trace;
+    config.custom_trace_topic.clone_from(&args.trace_topic);
     let consumer = DefaultMQPushConsumer::new(config);
     consumer.subscribe(&args.topic, &args.tags).await?;
     let (tx, rx) = mpsc::channel::<Delivery>(1);

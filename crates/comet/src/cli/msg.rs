@@ -197,38 +197,11 @@ async fn execute(admin: &MQAdmin, command: MsgCommand, json: bool) -> Result<()>
     Ok(())
 }
 
-/// One trace record as a JSON object.
-fn trace_json(record: &TraceContext) -> serde_json::Value {
-    let bean = record.beans.first().cloned().unwrap_or_default();
-    serde_json::json!({
-        "type": record.trace_type.name(),
-        "timestamp": record.time_stamp,
-        "regionId": record.region_id,
-        "group": record.group_name,
-        "requestId": record.request_id,
-        "costTime": record.cost_time,
-        "success": record.success,
-        "contextCode": record.context_code,
-        "topic": bean.topic,
-        "msgId": bean.msg_id,
-        "offsetMsgId": bean.offset_msg_id,
-        "tags": bean.tags,
-        "keys": bean.keys,
-        "storeHost": bean.store_host,
-        "bodyLength": bean.body_length,
-        "retryTimes": bean.retry_times,
-        "msgType": bean.msg_type.java_name(),
-        "transactionId": bean.transaction_id,
-        "transactionState": bean.transaction_state,
-        "fromTransactionCheck": bean.from_transaction_check,
-    })
-}
-
 /// The records as a table (or JSON lines), in stored order.
 fn print_traces(records: &[TraceContext], json: bool) {
     if json {
         for record in records {
-            println!("{}", trace_json(record));
+            println!("{}", trace::record_json(record));
         }
         return;
     }

@@ -1,27 +1,80 @@
-//! The overview: clusters, brokers (address, version, role), message rates and disk.
-//!
-//! Apache brokers report rates in their runtime info (`putTps`, and `getTransferredTps` or, in
-//! older versions, `getTransferedTps`; the first number is the latest); when a broker reports only counters (`putMessageTimesTotal`,
-//! `getTransferedTimes`, as Comet does), the rate is the counter's change since the previous
-//! overview, kept per broker.
+//! The overview (clusters, brokers with address, version, role, message rates, today's and
+//! yesterday's counts and disk use), the name servers' reachability and the ACL listing.
+//! Rates come from [`crate::sampler::broker_rates`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
+use comet_protocol::time::now_millis;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
 use crate::error::ApiResult;
-use crate::state::{AppState, CounterSample};
+use crate::sampler::{broker_rates, brokers_of};
+use crate::state::AppState;
 
 pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/overview", get(overview))
+        .route("/api/status", get(status))
         .route("/api/acl", get(acl))
+}
+
+/// Whether the name servers answer now, and when they last did: asks them for the cluster
+/// (GET_BROKER_CLUSTER_INFO). Always a 200, so a page can poll it through an outage.
+async fn status(State(state): State<Arc<AppState>>) -> Json<Value> {
+    match state.admin.cluster_info().await {
+        Ok(_) => state.health.reached(now_millis()),
+        Err(e) => state.health.failed(now_millis(), e.to_string()),
+    }
+    let health = state.health.state();
+    Json(json!({
+        "namesrv": state.admin.config().namesrv_addr,
+        "ok": health.ok,
+        "error": health.error,
+        "lastOkMs": health.last_ok_ms,
+        "checkedMs": health.checked_ms,
+        "now": now_millis(),
+        "sampleIntervalSecs": state.config.sample_interval_secs,
+    }))
+}
+
+fn number(info: &BTreeMap<String, String>, key: &str) -> Option<i64> {
+    info.get(key)?.trim().parse().ok()
+}
+
+/// `now - then` of two counters, when the broker reports both.
+fn between(info: &BTreeMap<String, String>, now: &str, then: &str) -> Option<i64> {
+    Some(number(info, now)?.saturating_sub(number(info, then)?))
+}
+
+/// The disk use as a percentage (the broker reports a ratio, -1 when unknown).
+fn disk_percent(info: &BTreeMap<String, String>) -> Option<f64> {
+    let ratio: f64 = info.get("commitLogDiskRatio")?.trim().parse().ok()?;
+    (0.0..=1.0)
+        .contains(&ratio)
+        .then(|| (ratio * 1000.0).round() / 10.0)
+}
+
+/// One broker's row of the overview from its runtime figures.
+fn broker_row(state: &AppState, addr: &str, info: &BTreeMap<String, String>) -> Value {
+    let (put, get) = broker_rates(state, addr, info);
+    json!({
+        "version": info.get("brokerVersionDesc"),
+        "putTps": put, "getTps": get,
+        "todayIn": between(info, "msgPutTotalTodayNow", "msgPutTotalTodayMorning"),
+        "todayOut": between(info, "msgGetTotalTodayNow", "msgGetTotalTodayMorning"),
+        "yesterdayIn": between(info, "msgPutTotalTodayMorning", "msgPutTotalYesterdayMorning"),
+        "yesterdayOut": between(info, "msgGetTotalTodayMorning", "msgGetTotalYesterdayMorning"),
+        "diskPercent": disk_percent(info),
+        "diskFull": info.get("diskFull"),
+        "commitLogMaxOffset": info.get("commitLogMaxOffset"),
+        "bootTimestamp": info.get("bootTimestamp"),
+        "runtime": info.get("runtime"),
+    })
 }
 
 /// The ACL accounts of every master (ACL 1.0, `plain_acl.yml`), without secret keys. A broker
@@ -59,64 +112,16 @@ async fn acl(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
     Ok(Json(json!({ "enabled": enabled, "brokers": brokers })))
 }
 
-/// The first number of a rate figure ("12.5 10.1 9.8" → 12.5).
-fn first_rate(text: Option<&String>) -> Option<f64> {
-    text?.split_whitespace().next()?.parse().ok()
-}
-
-fn counter(info: &BTreeMap<String, String>, key: &str) -> Option<u64> {
-    info.get(key)?.trim().parse().ok()
-}
-
-/// `(put, get)` messages per second of the broker at `addr`.
-fn rates(
-    state: &AppState,
-    addr: &str,
-    info: &BTreeMap<String, String>,
-) -> (Option<f64>, Option<f64>) {
-    let put = first_rate(info.get("putTps"));
-    let get = first_rate(
-        info.get("getTransferredTps")
-            .or_else(|| info.get("getTransferedTps")),
-    );
-    if put.is_some() && get.is_some() {
-        return (put, get);
-    }
-    let (Some(put_total), Some(get_total)) = (
-        counter(info, "putMessageTimesTotal"),
-        counter(info, "getTransferedTimes"),
-    ) else {
-        return (put, get);
-    };
-    let now = CounterSample {
-        at: Instant::now(),
-        put: put_total,
-        get: get_total,
-    };
-    let previous = state.samples.lock().insert(addr.to_owned(), now);
-    let Some(previous) = previous else {
-        return (put, get);
-    };
-    let secs = now.at.duration_since(previous.at).as_secs_f64();
-    if secs <= 0.0 {
-        return (put, get);
-    }
-    let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
-    (
-        put.or(Some(rate(now.put, previous.put))),
-        get.or(Some(rate(now.get, previous.get))),
-    )
-}
-
 async fn overview(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
-    let info = state.admin.cluster_info().await?;
-    let mut brokers = Vec::new();
-    for (name, data) in &info.broker_addr_table {
-        for (id, addr) in &data.broker_addrs {
-            brokers.push((data.cluster.clone(), name.clone(), *id, addr.clone()));
+    let info = match state.admin.cluster_info().await {
+        Ok(info) => info,
+        Err(e) => {
+            state.health.failed(now_millis(), e.to_string());
+            return Err(e.into());
         }
-    }
-    brokers.sort();
+    };
+    state.health.reached(now_millis());
+    let brokers = brokers_of(&info);
     let runtime = join_all(
         brokers
             .iter()
@@ -126,28 +131,17 @@ async fn overview(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> 
     let mut rows = Vec::new();
     let (mut put_sum, mut get_sum) = (0.0, 0.0);
     for ((cluster, name, id, addr), runtime) in brokers.into_iter().zip(runtime) {
-        let row = match runtime {
-            Ok(info) => {
-                let (put, get) = rates(&state, &addr, &info);
-                put_sum += put.unwrap_or(0.0);
-                get_sum += get.unwrap_or(0.0);
-                json!({
-                    "cluster": cluster, "brokerName": name, "brokerId": id, "addr": addr,
-                    "role": if id == 0 { "master" } else { "slave" },
-                    "version": info.get("brokerVersionDesc"),
-                    "putTps": put, "getTps": get,
-                    "diskRatio": info.get("commitLogDiskRatio"),
-                    "diskFull": info.get("diskFull"),
-                    "commitLogMaxOffset": info.get("commitLogMaxOffset"),
-                    "bootTimestamp": info.get("bootTimestamp"),
-                })
-            }
-            Err(e) => json!({
-                "cluster": cluster, "brokerName": name, "brokerId": id, "addr": addr,
-                "role": if id == 0 { "master" } else { "slave" },
-                "error": e.to_string(),
-            }),
+        let mut row = match runtime {
+            Ok(info) => broker_row(&state, &addr, &info),
+            Err(e) => json!({ "error": e.to_string() }),
         };
+        put_sum += row["putTps"].as_f64().unwrap_or(0.0);
+        get_sum += row["getTps"].as_f64().unwrap_or(0.0);
+        row["cluster"] = json!(cluster);
+        row["brokerName"] = json!(name);
+        row["brokerId"] = json!(id);
+        row["addr"] = json!(addr);
+        row["role"] = json!(if id == 0 { "master" } else { "slave" });
         rows.push(row);
     }
     Ok(Json(json!({

@@ -1,7 +1,7 @@
-//! Consumer groups (list, detail, offset reset including offline groups, skip backlog, delete)
-//! and producer connections.
+//! Consumer groups: the list (system groups only when asked for), one group's clients,
+//! subscriptions and queues, offset reset including offline groups, skip backlog, delete.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -10,11 +10,15 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use comet_client::ClientError;
 use comet_client::admin::RESET_TO_END;
+use comet_protocol::body::ConsumerConnection;
 use comet_protocol::naming;
+use comet_protocol::time::now_millis;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::pickers::show_system;
+use super::producers::version_text;
 use super::{Params, check_group, check_topic, parse_json};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -28,25 +32,31 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/api/groups/{group}", get(detail).delete(delete))
         .route("/api/groups/{group}/reset", post(reset))
         .route("/api/groups/{group}/skip", post(skip))
-        .route("/api/producers", get(producers))
 }
 
-/// Groups the brokers create for themselves.
-fn is_system_group(group: &str) -> bool {
-    const SYSTEM: &[&str] = &[
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "__MONITOR_CONSUMER",
-        "CLIENT_INNER_PRODUCER",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-        "CID_RMQ_SYS_TRANS",
-        "CID_SYS_RMQ_TRANS",
-    ];
-    SYSTEM.contains(&group) || group.starts_with("CID_RMQ_SYS_")
+/// The release name shared by a group's clients, or `mixed: V4_9_8, V5_3_3`.
+fn versions_text(conn: &ConsumerConnection) -> Option<String> {
+    let names: BTreeSet<String> = conn
+        .connection_set
+        .iter()
+        .map(|c| version_text(c.version))
+        .collect();
+    match names.len() {
+        0 => None,
+        1 => names.into_iter().next(),
+        _ => Some(format!(
+            "mixed: {}",
+            names.into_iter().collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// The enum's name as the client reports it (`CONSUME_PASSIVELY`, `CLUSTERING`).
+fn enum_text<T: serde::Serialize>(value: Option<&T>) -> Option<String> {
+    serde_json::to_value(value?)
+        .ok()?
+        .as_str()
+        .map(str::to_owned)
 }
 
 async fn list(
@@ -61,6 +71,7 @@ async fn list(
             "type must be all, user or system, got {kind:?}"
         )));
     }
+    let system = show_system(&params)?;
     let filter = params.text("q")?.map(str::to_lowercase);
     let groups: Vec<String> = state
         .admin
@@ -68,28 +79,41 @@ async fn list(
         .await?
         .into_iter()
         .filter(|g| match kind {
-            "user" => !is_system_group(g),
-            "system" => is_system_group(g),
-            _ => true,
+            "user" => !naming::is_system_group(g),
+            "system" => naming::is_system_group(g),
+            _ => system || !naming::is_system_group(g),
         })
         .filter(|g| filter.as_ref().is_none_or(|f| g.to_lowercase().contains(f)))
         .collect();
     let page = paging.slice(&groups);
     let admin = &state.admin;
+    let history = &state.history;
     let items: Vec<Value> = futures::stream::iter(page)
         .map(|group| async move {
             let (stats, conn) = futures::join!(
                 admin.consume_stats(&group, None),
                 admin.consumer_connections(&group)
             );
-            let (lag, tps) = match &stats {
-                Ok(s) => (Some(s.diff_total()), Some(s.consume_tps)),
-                Err(_) => (None, None),
-            };
-            let clients = conn.map(|c| c.connection_set.len()).unwrap_or(0);
+            let lag = stats.as_ref().ok().map(|s| s.diff_total());
+            // The console's own measure when it samples the group, else the broker's (which
+            // Comet's brokers do not report: 0 there means unknown).
+            let tps = history
+                .latest(&format!("group/{group}/tps"), now_millis())
+                .or_else(|| {
+                    stats
+                        .as_ref()
+                        .ok()
+                        .map(|s| s.consume_tps)
+                        .filter(|t| *t > 0.0)
+                });
+            let conn = conn.ok();
             json!({
-                "group": group, "system": is_system_group(&group),
-                "lag": lag, "consumeTps": tps, "clients": clients,
+                "group": group, "system": naming::is_system_group(&group),
+                "lag": lag, "consumeTps": tps,
+                "clients": conn.as_ref().map_or(0, |c| c.connection_set.len()),
+                "version": conn.as_ref().and_then(versions_text),
+                "consumeType": enum_text(conn.as_ref().and_then(|c| c.consume_type.as_ref())),
+                "messageModel": enum_text(conn.as_ref().and_then(|c| c.message_model.as_ref())),
             })
         })
         .buffered(LIST_CONCURRENCY)
@@ -104,9 +128,14 @@ async fn detail(
 ) -> ApiResult<Json<Value>> {
     check_group(&group)?;
     let known = state.admin.group_list().await?;
+    let mut modes = (None, None);
     let (connections, subscriptions, online_error) =
         match state.admin.consumer_connections(&group).await {
             Ok(conn) => {
+                modes = (
+                    enum_text(conn.consume_type.as_ref()),
+                    enum_text(conn.message_model.as_ref()),
+                );
                 let subs: Vec<Value> = conn
                     .subscription_table
                     .values()
@@ -124,6 +153,7 @@ async fn detail(
                         json!({
                             "clientId": c.client_id, "clientAddr": c.client_addr,
                             "language": c.language, "version": c.version,
+                            "versionName": version_text(c.version),
                         })
                     })
                     .collect();
@@ -159,6 +189,8 @@ async fn detail(
         "group": group,
         "online": online_error.is_none(),
         "offlineReason": online_error,
+        "consumeType": modes.0,
+        "messageModel": modes.1,
         "clients": connections,
         "subscriptions": subscriptions,
         "topics": topics,
@@ -257,36 +289,4 @@ async fn delete(
     state.admin.delete_group(&group, true).await?;
     tracing::info!(group, "console: group deleted");
     Ok(Json(json!({ "group": group })))
-}
-
-async fn producers(
-    State(state): State<Arc<AppState>>,
-    Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
-    let params = Params(q);
-    let group = params.required("group")?;
-    let topic = params.required("topic")?;
-    check_group(group)?;
-    check_topic(topic)?;
-    // A group with no producer connected on any master is an empty list here, not an error.
-    let conn = match state.admin.producer_connections(group, topic).await {
-        Ok(conn) => conn,
-        Err(comet_client::ClientError::Broker { .. } | comet_client::ClientError::Client(_)) => {
-            comet_protocol::body::ProducerConnection::default()
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let clients: Vec<Value> = conn
-        .connection_set
-        .iter()
-        .map(|c| {
-            json!({
-                "clientId": c.client_id, "clientAddr": c.client_addr,
-                "language": c.language, "version": c.version,
-            })
-        })
-        .collect();
-    Ok(Json(
-        json!({ "group": group, "topic": topic, "clients": clients }),
-    ))
 }

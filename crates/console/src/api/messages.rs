@@ -112,6 +112,11 @@ async fn trace_of(
 ) -> ApiResult<Json<Value>> {
     let params = Params(q);
     let id = params.required("id")?;
+    if id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::bad_request(
+            "a message id is up to 64 hex characters",
+        ));
+    }
     let trace_topic = params.text("traceTopic")?.unwrap_or(RMQ_SYS_TRACE_TOPIC);
     check_topic(trace_topic)?;
     let records = match trace::query_traces(&state.admin, trace_topic, id).await {
@@ -119,20 +124,12 @@ async fn trace_of(
         Err(comet_client::ClientError::NoRoute { .. }) => Vec::new(),
         Err(e) => return Err(e.into()),
     };
-    let items: Vec<Value> = records
-        .iter()
-        .map(|r| {
-            let bean = r.beans.first().cloned().unwrap_or_default();
-            json!({
-                "type": r.trace_type.name(), "timestamp": r.time_stamp,
-                "group": r.group_name, "costTime": r.cost_time, "success": r.success,
-                "topic": bean.topic, "msgId": bean.msg_id, "tags": bean.tags,
-                "keys": bean.keys, "storeHost": bean.store_host,
-                "retryTimes": bean.retry_times,
-            })
-        })
-        .collect();
-    Ok(Json(json!({ "traceTopic": trace_topic, "items": items })))
+    let mut records = records;
+    records.sort_by_key(|r| r.time_stamp);
+    let items: Vec<Value> = records.iter().map(trace::record_json).collect();
+    Ok(Json(
+        json!({ "traceTopic": trace_topic, "msgId": id, "items": items }),
+    ))
 }
 
 /// The dead letters of `group`, at most `limit`, each with the topic a resend goes to.

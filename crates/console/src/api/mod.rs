@@ -5,9 +5,13 @@
 //! `{"error": ...}` before anything is sent to the cluster; a name the cluster does not know is a
 //! 404.
 
+mod brokers;
+mod charts;
 mod cluster;
 mod groups;
 mod messages;
+mod pickers;
+mod producers;
 mod topics;
 
 use std::collections::HashMap;
@@ -52,10 +56,14 @@ base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 pub fn router(state: Arc<AppState>) -> Router {
     let guarded = Router::new()
         .route("/", get(assets::app_page))
-        .route("/static/app.js", get(assets::app_js))
+        .merge(assets::script_routes())
         .route("/api/session", get(session_info))
         .route("/api/logout", post(logout))
         .merge(cluster::routes())
+        .merge(brokers::routes())
+        .merge(charts::routes())
+        .merge(pickers::routes())
+        .merge(producers::routes())
         .merge(topics::routes())
         .merge(groups::routes())
         .merge(messages::routes())
@@ -147,6 +155,7 @@ async fn login(
     let mut response = Json(json!({
         "user": session.user,
         "role": session.role,
+        "canWrite": session.role == auth::Role::Admin,
         "csrf": session.csrf,
     }))
     .into_response();
@@ -172,10 +181,14 @@ async fn logout(State(state): State<Arc<AppState>>, request: Request) -> Respons
     response
 }
 
+/// The session's account, its role, whether it may change anything (the page shows no write
+/// control when it may not; the server refuses the writes of a read-only session regardless)
+/// and its CSRF token.
 async fn session_info(Extension(session): Extension<Session>) -> Json<Value> {
     Json(json!({
         "user": session.user,
         "role": session.role,
+        "canWrite": session.role == auth::Role::Admin,
         "csrf": session.csrf,
     }))
 }

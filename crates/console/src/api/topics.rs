@@ -11,11 +11,12 @@ use axum::{Json, Router};
 use comet_client::admin::TopicTarget;
 use comet_client::admin::topic::default_topic_config;
 use comet_client::message::Message;
-use comet_protocol::body::ClusterInfo;
+use comet_protocol::body::{ClusterInfo, perm};
 use comet_protocol::naming;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::pickers::show_system;
 use super::{Params, check_topic, parse_json};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -38,33 +39,14 @@ pub fn topic_kind(topic: &str, cluster: &ClusterInfo) -> &'static str {
         "retry"
     } else if naming::is_dlq_topic(topic) {
         "dlq"
-    } else if is_system_topic(topic, cluster) {
+    } else if naming::is_system_topic(topic, |name| {
+        cluster.cluster_addr_table.contains_key(name)
+            || cluster.broker_addr_table.contains_key(name)
+    }) {
         "system"
     } else {
         "normal"
     }
-}
-
-fn is_system_topic(topic: &str, cluster: &ClusterInfo) -> bool {
-    const SYSTEM: &[&str] = &[
-        naming::AUTO_CREATE_TOPIC_KEY_TOPIC,
-        naming::SELF_TEST_TOPIC,
-        naming::BENCHMARK_TOPIC,
-        naming::OFFSET_MOVED_EVENT,
-        naming::SCHEDULE_TOPIC,
-        naming::TRANS_HALF_TOPIC,
-        naming::TRANS_OP_HALF_TOPIC,
-        naming::TIMER_TOPIC,
-        naming::TRACE_TOPIC,
-    ];
-    SYSTEM.contains(&topic)
-        || topic.starts_with("rmq_sys_")
-        || topic.starts_with("RMQ_SYS_")
-        || cluster.cluster_addr_table.contains_key(topic)
-        || topic
-            .strip_suffix("_REPLY_TOPIC")
-            .is_some_and(|c| cluster.cluster_addr_table.contains_key(c))
-        || cluster.broker_addr_table.contains_key(topic)
 }
 
 async fn list(
@@ -79,6 +61,7 @@ async fn list(
             "type must be all, normal, retry, dlq or system, got {kind:?}"
         )));
     }
+    let system = show_system(&params)?;
     let filter = params.text("q")?.map(str::to_lowercase);
     let (topics, cluster) =
         futures::try_join!(state.admin.topic_list(), state.admin.cluster_info())?;
@@ -88,7 +71,10 @@ async fn list(
             let k = topic_kind(&t, &cluster);
             (t, k)
         })
-        .filter(|(_, k)| kind == "all" || *k == kind)
+        .filter(|(_, k)| match kind {
+            "all" => system || *k != "system",
+            _ => *k == kind,
+        })
         .filter(|(t, _)| filter.as_ref().is_none_or(|f| t.to_lowercase().contains(f)))
         .collect();
     let items = paging
@@ -148,6 +134,7 @@ async fn detail(
             json!({
                 "brokerName": q.broker_name, "readQueueNums": q.read_queue_nums,
                 "writeQueueNums": q.write_queue_nums, "perm": q.perm,
+                "permText": perm::to_text(q.perm),
             })
         })
         .collect();

@@ -70,7 +70,9 @@ where
 
 /// A name server, a broker and a console over them.
 pub struct Env {
-    pub namesrv: NameServerHandle,
+    /// `None` once [`Env::stop_namesrv`] stopped it.
+    pub namesrv: Option<NameServerHandle>,
+    pub namesrv_addr: String,
     pub broker: BrokerHandle,
     pub state: Arc<AppState>,
     pub router: Router,
@@ -143,11 +145,19 @@ impl Env {
         let (state, _) = comet_console::build_state(console, client).expect("console state");
         let router = comet_console::router(state.clone());
         Env {
-            namesrv,
+            namesrv_addr: namesrv.local_addr().to_string(),
+            namesrv: Some(namesrv),
             broker,
             state,
             router,
             dir,
+        }
+    }
+
+    /// Stops the name server (the broker and the console keep running).
+    pub async fn stop_namesrv(&mut self) {
+        if let Some(namesrv) = self.namesrv.take() {
+            namesrv.shutdown().await;
         }
     }
 
