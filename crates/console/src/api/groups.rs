@@ -95,17 +95,11 @@ async fn list(
                 admin.consumer_connections(&group)
             );
             let lag = stats.as_ref().ok().map(|s| s.diff_total());
-            // The console's own measure when it samples the group, else the broker's (which
-            // Comet's brokers do not report: 0 there means unknown).
-            let tps = history
-                .latest(&format!("group/{group}/tps"), now_millis())
-                .or_else(|| {
-                    stats
-                        .as_ref()
-                        .ok()
-                        .map(|s| s.consume_tps)
-                        .filter(|t| *t > 0.0)
-                });
+            // The brokers' figure (messages the group pulled per second over the last minute),
+            // as Apache's dashboard shows it; the console's own measure where no broker answered.
+            let tps = stats.as_ref().ok().map(|s| s.consume_tps).or_else(|| {
+                history.latest(&format!("group/{group}/tps"), now_millis())
+            });
             let conn = conn.ok();
             json!({
                 "group": group, "system": naming::is_system_group(&group),
