@@ -57,7 +57,7 @@ pub struct BrokerContext {
     /// How long topic and group creations took (metrics endpoint).
     pub create_times: crate::metrics::create_times::CreateTimes,
     /// The store's counters sampled once a second (runtime info rates and daily totals).
-    pub runtime_sampler: crate::runtime_info::RuntimeSampler,
+    pub runtime_sampler: crate::runtime_info::sampler::RuntimeSampler,
     /// The traffic sampled over the last minute, hour and day (VIEW_BROKER_STATS_DATA).
     pub stats_windows: crate::metrics::windows::StatsWindows,
     /// Request latencies for the metrics endpoint (records nothing when it is off).

@@ -377,10 +377,13 @@ fn start_services(
     acl: Option<&Arc<PlainAccessValidator>>,
 ) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
-    ctx.pull_hold.start(Arc::downgrade(ctx));
+    ctx.pull_hold.start(
+        crate::processor::pull::PullAnswerer::of(ctx),
+        ctx.shutdown.clone(),
+    );
     tasks.push(ClientHousekeeping::start(ctx));
     tasks.push(spawn_persist_task(ctx));
-    tasks.push(crate::metrics::windows::start(ctx));
+    tasks.push(crate::metrics::sampling::start(ctx));
     tasks.push(crate::runtime_info::start(ctx));
     if ctx.config.is_slave() {
         // A slave's delayed and transactional messages arrive from its master, which delivers

@@ -11,8 +11,8 @@
 pub mod config;
 pub mod config_tables;
 pub mod context;
-pub mod core;
 pub mod controller;
+pub mod core;
 pub mod offset_manager;
 pub mod outer_api;
 pub mod pop;

@@ -25,19 +25,17 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use comet_protocol::RemotingCommand;
-use comet_remoting::Channel;
+use comet_remoting::{CancellationToken, Channel};
 use comet_store::{MessageArrival, MessageArrivingListener};
 use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::context::BrokerContext;
 use crate::filter::TagFilter;
-use crate::processor::pull;
 
 /// Re-check period of held pulls with long polling on (RocketMQ: 5 s).
 pub const LONG_POLLING_CHECK_INTERVAL: Duration = Duration::from_secs(5);
@@ -71,6 +69,22 @@ impl HeldPull {
 
 type QueueTable = HashMap<String, HashMap<i32, Vec<HeldPull>>>;
 
+/// Runs a held pull again, now without suspension, and gives the response to write; `None`
+/// when there is none to write (the broker is gone). The pull processor implements it; the hold
+/// service only decides when.
+pub trait HeldPullAnswerer: Send + Sync + std::fmt::Debug {
+    /// The queue's next offset to be written, as dispatched so far; `None` when the broker is
+    /// gone.
+    fn max_offset(&self, topic: &str, queue_id: i32) -> Option<i64>;
+
+    fn respond(
+        &self,
+        channel: &Channel,
+        request: &RemotingCommand,
+        suspended_at: Instant,
+    ) -> Option<RemotingCommand>;
+}
+
 /// Holds pulls until messages arrive or their hold time passes (RocketMQ `PullRequestHoldService`).
 #[derive(Debug)]
 pub struct PullRequestHoldService {
@@ -79,7 +93,7 @@ pub struct PullRequestHoldService {
     short_polling_millis: AtomicU64,
     table: Mutex<QueueTable>,
     held: AtomicUsize,
-    ctx: OnceLock<Weak<BrokerContext>>,
+    answerer: OnceLock<Arc<dyn HeldPullAnswerer>>,
     runtime: OnceLock<tokio::runtime::Handle>,
     woken: AtomicU64,
     started: AtomicBool,
@@ -92,7 +106,7 @@ impl PullRequestHoldService {
             short_polling_millis: AtomicU64::new(short_polling_millis),
             table: Mutex::new(HashMap::new()),
             held: AtomicUsize::new(0),
-            ctx: OnceLock::new(),
+            answerer: OnceLock::new(),
             runtime: OnceLock::new(),
             woken: AtomicU64::new(0),
             started: AtomicBool::new(false),
@@ -144,23 +158,23 @@ impl PullRequestHoldService {
         self.woken.load(Ordering::Relaxed)
     }
 
-    /// Binds the service to its broker and spawns the re-check task on the current runtime. The
-    /// task ends when the broker's shutdown token fires or the context is dropped.
-    pub fn start(self: &Arc<Self>, ctx: Weak<BrokerContext>) {
+    /// Binds the service to the answerer of its held pulls and spawns the re-check task on the
+    /// current runtime. The task ends when `shutdown` fires or the service is dropped.
+    pub fn start(
+        self: &Arc<Self>,
+        answerer: Arc<dyn HeldPullAnswerer>,
+        shutdown: CancellationToken,
+    ) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!("PullRequestHoldService::start called outside a tokio runtime");
             return;
         };
-        let shutdown = ctx.upgrade().map(|c| c.shutdown.clone());
         if self.started.swap(true, Ordering::AcqRel) {
             tracing::warn!("PullRequestHoldService started twice; ignoring");
             return;
         }
-        let _ = self.ctx.set(ctx);
+        let _ = self.answerer.set(answerer);
         let _ = self.runtime.set(runtime.clone());
-        let Some(shutdown) = shutdown else {
-            return;
-        };
         let service = Arc::downgrade(self);
         let interval = self.check_interval();
         runtime.spawn(async move {
@@ -179,11 +193,11 @@ impl PullRequestHoldService {
         });
     }
 
-    /// Binds the service to `ctx` and the current runtime if [`start`](Self::start) has not:
-    /// a held pull must always be answerable, even before (or without) the timer task.
-    pub fn bind(&self, ctx: &Arc<BrokerContext>) {
-        if self.ctx.get().is_none() {
-            let _ = self.ctx.set(Arc::downgrade(ctx));
+    /// Binds the service to `answerer` and the current runtime if [`start`](Self::start) has
+    /// not: a held pull must always be answerable, even before (or without) the timer task.
+    pub fn bind(&self, answerer: impl FnOnce() -> Arc<dyn HeldPullAnswerer>) {
+        if self.answerer.get().is_none() {
+            let _ = self.answerer.set(answerer());
         }
         if self.runtime.get().is_none()
             && let Ok(handle) = tokio::runtime::Handle::try_current()
@@ -192,8 +206,8 @@ impl PullRequestHoldService {
         }
     }
 
-    fn context(&self) -> Option<Arc<BrokerContext>> {
-        self.ctx.get().and_then(Weak::upgrade)
+    fn answerer(&self) -> Option<Arc<dyn HeldPullAnswerer>> {
+        self.answerer.get().cloned()
     }
 
     /// Holds `pull` under (topic, queue id). Gives it back when a bound is reached; the caller
@@ -230,7 +244,7 @@ impl PullRequestHoldService {
             return;
         }
         let now = Instant::now();
-        let ctx = self.context();
+        let answerer = self.answerer();
         let woken = {
             let mut table = self.table.lock();
             let Some(queues) = table.get_mut(topic) else {
@@ -248,9 +262,11 @@ impl PullRequestHoldService {
                     continue;
                 }
                 if newest <= pull.pull_from_offset
-                    && let Some(ctx) = &ctx
+                    && let Some(max) = answerer
+                        .as_ref()
+                        .and_then(|a| a.max_offset(topic, queue_id))
                 {
-                    newest = newest.max(ctx.store.get_max_offset_in_queue(topic, queue_id));
+                    newest = newest.max(max);
                 }
                 let arrived = newest > pull.pull_from_offset && pull.filter.matches(tags_code);
                 if arrived || pull.is_expired(now) {
@@ -283,7 +299,7 @@ impl PullRequestHoldService {
 
     /// Re-checks every held pull against its queue's current max offset (the timer path).
     pub fn check_held_pulls(&self) {
-        let Some(ctx) = self.context() else {
+        let Some(answerer) = self.answerer() else {
             return;
         };
         let keys: Vec<(String, i32)> = {
@@ -294,7 +310,9 @@ impl PullRequestHoldService {
                 .collect()
         };
         for (topic, queue_id) in keys {
-            let max = ctx.store.get_max_offset_in_queue(&topic, queue_id);
+            let Some(max) = answerer.max_offset(&topic, queue_id) else {
+                return;
+            };
             self.notify_message_arriving(&topic, queue_id, max, None);
         }
     }
@@ -327,7 +345,7 @@ impl PullRequestHoldService {
             return;
         }
         self.woken.fetch_add(1, Ordering::Relaxed);
-        let Some(ctx) = self.context() else {
+        let Some(answerer) = self.answerer() else {
             return;
         };
         let HeldPull {
@@ -336,7 +354,7 @@ impl PullRequestHoldService {
             suspended_at,
             ..
         } = pull;
-        let Some(response) = respond_to(&ctx, &channel, &request, suspended_at) else {
+        let Some(response) = answerer.respond(&channel, &request, suspended_at) else {
             return;
         };
         match channel.send_response(response.clone()).now_or_never() {
@@ -378,7 +396,7 @@ impl PullRequestHoldService {
     /// Re-runs a held pull (suspension disallowed) and writes its response.
     fn answer(&self, pull: HeldPull) {
         self.woken.fetch_add(1, Ordering::Relaxed);
-        let Some(ctx) = self.context() else {
+        let Some(answerer) = self.answerer() else {
             return;
         };
         let Some(runtime) = self.runtime.get() else {
@@ -391,7 +409,7 @@ impl PullRequestHoldService {
                 suspended_at,
                 ..
             } = pull;
-            let Some(response) = respond_to(&ctx, &channel, &request, suspended_at) else {
+            let Some(response) = answerer.respond(&channel, &request, suspended_at) else {
                 return;
             };
             if let Err(e) = channel.send_response(response).await {
@@ -399,27 +417,6 @@ impl PullRequestHoldService {
             }
         });
     }
-}
-
-/// The response of a held pull re-run without suspension, addressed to the original request,
-/// timed from the suspension for the request-latency metrics.
-fn respond_to(
-    ctx: &Arc<BrokerContext>,
-    channel: &Channel,
-    request: &RemotingCommand,
-    suspended_at: Instant,
-) -> Option<RemotingCommand> {
-    let mut response = pull::process_pull(ctx, channel, request, false)?;
-    let key = crate::metrics::rpc::RpcKey {
-        request_code: request.code,
-        response_code: response.code,
-        long_polling: true,
-        oneway: false,
-    };
-    ctx.rpc.record(key, suspended_at.elapsed());
-    response.opaque = request.opaque;
-    response.serialize_type = request.serialize_type;
-    Some(response)
 }
 
 /// The store's arriving listener: forwards each dispatched message to the hold service.

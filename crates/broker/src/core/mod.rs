@@ -35,7 +35,13 @@ impl Refusal {
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}): {}", self.code.name(), self.code.code(), self.remark)
+        write!(
+            f,
+            "{} ({}): {}",
+            self.code.name(),
+            self.code.code(),
+            self.remark
+        )
     }
 }
 

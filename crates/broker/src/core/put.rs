@@ -273,11 +273,8 @@ async fn send_single(
     check_sizes(ctx, produced.body.len(), produced.properties_len)?;
     let mut properties = produced.properties;
     properties.remove_transient();
-    let half = transaction::half::is_half_send(
-        &properties,
-        produced.sys_flag,
-        produced.reconsume_times,
-    );
+    let half =
+        transaction::half::is_half_send(&properties, produced.sys_flag, produced.reconsume_times);
     let topic = produced.topic.clone();
     let mut msg = MessageExt::new(produced.topic, produced.body);
     msg.queue_id = queue_id;
@@ -369,10 +366,7 @@ fn handle_retry_and_dlq(
         };
         tracing::info!(group = %group, reconsume_times = msg.reconsume_times, max_reconsume_times,
             orderly_locked, "retry budget exhausted or orderly group; message goes to {dlq}");
-        let origin = msg
-            .properties
-            .get(keys::RETRY_TOPIC)
-            .unwrap_or(sent_topic);
+        let origin = msg.properties.get(keys::RETRY_TOPIC).unwrap_or(sent_topic);
         ctx.traffic.record_dlq(&group, origin);
         msg.topic = dlq;
         msg.queue_id = random_queue(dlq_config.write_queue_nums);

@@ -31,6 +31,7 @@ mod families;
 pub mod gauges;
 mod internals;
 pub mod rpc;
+pub mod sampling;
 mod table;
 pub mod traffic;
 mod traffic_families;

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 use crate::context::BrokerContext;
 use crate::filter::{TagFilter, is_tag_type};
-use crate::long_polling::HeldPull;
+use crate::long_polling::{HeldPull, HeldPullAnswerer};
 use crate::processor::{Rejection, client_host, decode_header, error_response, reject};
 
 /// Broker id of a group's master.
@@ -284,7 +284,7 @@ fn hold(
         suspended_at: Instant::now(),
         hold_time: ctx.pull_hold.hold_time(header.suspend_timeout_millis),
     };
-    ctx.pull_hold.bind(ctx);
+    ctx.pull_hold.bind(|| PullAnswerer::of(ctx));
     match ctx.pull_hold.hold(topic, header.queue_id, held) {
         Ok(()) => {
             // A message may have been dispatched between the read and the hold: its wake-up
@@ -373,6 +373,50 @@ fn build_response(code: ResponseCode, result: GetMessageResult, suggested: i64) 
         response.body_parts = result.transfer;
     }
     response
+}
+
+/// Answers the pulls the hold service kept: each runs again, now without suspension, and its
+/// response goes to the original request, timed from the suspension for the request-latency
+/// metrics.
+#[derive(Debug)]
+pub struct PullAnswerer {
+    ctx: std::sync::Weak<BrokerContext>,
+}
+
+impl PullAnswerer {
+    /// The answerer of `ctx`'s held pulls.
+    pub fn of(ctx: &Arc<BrokerContext>) -> Arc<dyn HeldPullAnswerer> {
+        Arc::new(PullAnswerer {
+            ctx: Arc::downgrade(ctx),
+        })
+    }
+}
+
+impl HeldPullAnswerer for PullAnswerer {
+    fn max_offset(&self, topic: &str, queue_id: i32) -> Option<i64> {
+        let ctx = self.ctx.upgrade()?;
+        Some(ctx.store.get_max_offset_in_queue(topic, queue_id))
+    }
+
+    fn respond(
+        &self,
+        channel: &Channel,
+        request: &RemotingCommand,
+        suspended_at: Instant,
+    ) -> Option<RemotingCommand> {
+        let ctx = self.ctx.upgrade()?;
+        let mut response = process_pull(&ctx, channel, request, false)?;
+        let key = crate::metrics::rpc::RpcKey {
+            request_code: request.code,
+            response_code: response.code,
+            long_polling: true,
+            oneway: false,
+        };
+        ctx.rpc.record(key, suspended_at.elapsed());
+        response.opaque = request.opaque;
+        response.serialize_type = request.serialize_type;
+        Some(response)
+    }
 }
 
 #[cfg(test)]

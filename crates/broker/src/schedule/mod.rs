@@ -95,7 +95,6 @@ impl ScheduleMessageService {
     pub fn persist_if_dirty(&self) -> Result<bool, ConfigFileError> {
         self.offsets.persist_if_dirty()
     }
-
 }
 
 /// The message to deliver for a stored delayed one: real topic and queue restored, DELAY
@@ -133,8 +132,8 @@ pub fn reput_copy(stored: MessageExt, topic: String, queue_id: i32) -> MessageEx
 #[cfg(test)]
 mod tests {
     use super::*;
-    use comet_protocol::naming::SCHEDULE_TOPIC;
     use bytes::Bytes;
+    use comet_protocol::naming::SCHEDULE_TOPIC;
 
     #[test]
     fn restore_moves_back_to_real_topic() {

@@ -151,7 +151,6 @@ impl TimerMessageService {
             None => Ok(()),
         }
     }
-
 }
 
 /// The message to put for a fired timer record: to the real topic and queue, or, for a roll,

@@ -97,9 +97,11 @@ async fn list(
             let lag = stats.as_ref().ok().map(|s| s.diff_total());
             // The brokers' figure (messages the group pulled per second over the last minute),
             // as Apache's dashboard shows it; the console's own measure where no broker answered.
-            let tps = stats.as_ref().ok().map(|s| s.consume_tps).or_else(|| {
-                history.latest(&format!("group/{group}/tps"), now_millis())
-            });
+            let tps = stats
+                .as_ref()
+                .ok()
+                .map(|s| s.consume_tps)
+                .or_else(|| history.latest(&format!("group/{group}/tps"), now_millis()));
             let conn = conn.ok();
             json!({
                 "group": group, "system": naming::is_system_group(&group),
