@@ -192,11 +192,15 @@ impl TopicConfigManager {
         self.table.data_version()
     }
 
-    /// Whether `topic` is one of the topics the broker creates for itself.
+    /// Whether `topic` is a system topic ([`comet_protocol::naming::is_system_topic`], this
+    /// broker's cluster and name included) or one of the topics the broker creates for itself
+    /// (its trace topic may have any name).
     pub fn is_system_topic(&self, topic: &str) -> bool {
+        let config = &self.config;
         topic == AUTO_CREATE_TOPIC_KEY_TOPIC
-            || topic == self.config.broker_cluster_name
-            || topic == self.config.broker_name
+            || comet_protocol::naming::is_system_topic(topic, |t| {
+                t == config.broker_cluster_name || t == config.broker_name
+            })
             || self.system_topics().iter().any(|t| t.topic_name == topic)
     }
 

@@ -133,6 +133,12 @@ pub fn is_system_group(group: &str) -> bool {
     SYSTEM_GROUPS.contains(&group) || starts_with_ignore_case(group, SYSTEM_GROUP_PREFIX)
 }
 
+/// Whether `group` starts with [`SYSTEM_GROUP_PREFIX`] (any case): the only groups Apache
+/// RocketMQ's metrics label `is_system`.
+pub fn has_system_group_prefix(group: &str) -> bool {
+    starts_with_ignore_case(group, SYSTEM_GROUP_PREFIX)
+}
+
 /// Whether `b` may appear in a topic or group name: `[%|a-zA-Z0-9_-]`.
 pub fn is_legal_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-')

@@ -18,9 +18,6 @@ use super::message_type::accepted_types;
 use super::status;
 use crate::context::BrokerContext;
 
-/// Prefix of the system topics a client may not route to.
-const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
-
 /// Answers `request` from the topic table of `ctx`; `endpoint` is the gRPC address to announce.
 pub fn query_route(
     ctx: &BrokerContext,
@@ -35,7 +32,7 @@ pub fn query_route(
     if let Err(e) = validate_topic(topic) {
         return refuse(v2::Code::IllegalTopic, format!("topic {topic:?}: {e}"));
     }
-    if topic.starts_with(SYSTEM_TOPIC_PREFIX) {
+    if topic.starts_with(comet_protocol::naming::SYSTEM_TOPIC_PREFIX) {
         return refuse(
             v2::Code::IllegalTopic,
             format!("topic {topic} is a system topic"),

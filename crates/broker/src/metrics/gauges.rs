@@ -19,12 +19,8 @@ use prometheus::proto::MetricFamily;
 
 use super::families::{Families, Labels};
 
+use super::system::{is_system_group, is_system_topic};
 use crate::context::BrokerContext;
-
-/// Prefix of the system consumer groups (`CID_RMQ_SYS_`), compared case-insensitively.
-const SYSTEM_GROUP_PREFIX: &str = "cid_rmq_sys_";
-/// Prefix of the system topics (`rmq_sys_`).
-const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 
 /// The collector behind `/metrics`. Holds the broker weakly: a scrape after shutdown finds
 /// nothing to report.
@@ -70,14 +66,6 @@ impl Collector for BrokerCollector {
 
 fn one(value: i64) -> [(Labels, i64); 1] {
     [(Vec::new(), value)]
-}
-
-pub(super) fn is_system_group(group: &str) -> bool {
-    group.to_ascii_lowercase().starts_with(SYSTEM_GROUP_PREFIX)
-}
-
-pub(super) fn is_system_topic(ctx: &BrokerContext, topic: &str) -> bool {
-    ctx.topic_config.is_system_topic(topic) || topic.starts_with(SYSTEM_TOPIC_PREFIX)
 }
 
 /// A client's version as Apache labels it (`v4_9_8`).

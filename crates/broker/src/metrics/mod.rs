@@ -32,6 +32,7 @@ pub mod gauges;
 mod internals;
 pub mod rpc;
 pub mod sampling;
+mod system;
 mod table;
 pub mod traffic;
 mod traffic_families;

@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::families::{Families, HistogramRow, Labels};
-use super::gauges::{is_system_group, is_system_topic};
 use super::rpc::LATENCY_BUCKETS_US;
+use super::system::{is_system_group, is_system_topic};
 use super::traffic::{FINISH_LATENCY_BUCKETS_MS, MESSAGE_SIZE_BUCKETS_BYTES, MessageType};
 use crate::context::BrokerContext;
 

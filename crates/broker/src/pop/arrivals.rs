@@ -14,6 +14,11 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 
+/// Most pops held at once; more are answered POLLING_FULL.
+pub const MAX_HELD_POPS: usize = 100_000;
+/// Longest a held pop sleeps before it looks again even without a wake-up.
+pub const HELD_RECHECK: Duration = Duration::from_millis(1000);
+
 /// Shards of the wake-ups; topics hashing to one shard wake each other's held requests.
 pub const ARRIVAL_SHARDS: usize = 64;
 

@@ -23,8 +23,8 @@ use comet_store::message_store::MAX_PULL_MSG_SIZE;
 use tokio::time::Instant;
 
 use crate::context::BrokerContext;
+use crate::pop::arrivals::{HELD_RECHECK, MAX_HELD_POPS};
 use crate::pop::handle::pop_retry_topic;
-use crate::pop::processor::{HELD_RECHECK, MAX_HELD_POPS};
 use crate::processor::{Answer, Rejection, decode_header, reject};
 
 /// The checks a peek or notification shares with a pop: broker and topic readable, queue id

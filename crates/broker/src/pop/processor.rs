@@ -36,6 +36,7 @@ use tokio::time::Instant;
 
 use crate::context::BrokerContext;
 use crate::filter::TagFilter;
+use crate::pop::arrivals::{HELD_RECHECK, MAX_HELD_POPS};
 use crate::pop::checkpoint::{CK_TAG, PopCheckPoint};
 use crate::pop::handle::{
     ReceiptHandle, pop_retry_topic, push_msg_offset_info, push_start_offset_info, retry_flag,
@@ -44,10 +45,6 @@ use crate::processor::{Rejection, answer, client_host, decode_header, random_bel
 
 /// How far past `bornTime + pollTime` a pop may arrive before it is refused (ms).
 pub const POLL_TIME_SLACK_MS: i64 = 500;
-/// Most pops held at once; more are answered POLLING_FULL.
-pub const MAX_HELD_POPS: usize = 100_000;
-/// Longest a held pop sleeps before it looks again even without a wake-up.
-pub const HELD_RECHECK: Duration = Duration::from_millis(1000);
 
 /// Handles the POP read requests.
 #[derive(Debug)]

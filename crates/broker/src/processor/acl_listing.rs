@@ -6,7 +6,7 @@
 use comet_protocol::code::ResponseCode;
 
 use crate::context::BrokerContext;
-use crate::processor::admin::json_body;
+use crate::processor::json_body;
 use crate::processor::{Answer, reject};
 
 pub(super) fn acl_listing(ctx: &BrokerContext) -> Answer {

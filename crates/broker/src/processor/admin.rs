@@ -29,7 +29,9 @@ use futures::future::BoxFuture;
 use crate::config::MAX_QUEUE_NUMS;
 use crate::context::BrokerContext;
 use crate::metrics::create_times::{CreateKey, Created};
-use crate::processor::{Answer, Rejection, answer, decode_header, error_response, reject};
+use crate::processor::{
+    Answer, Rejection, answer, decode_header, error_response, json_body, reject,
+};
 use crate::processor::{admin_clients, broker_config};
 use comet_protocol::naming::{validate_group, validate_topic};
 
@@ -139,16 +141,6 @@ impl RequestProcessor for AdminProcessor {
 
 fn success() -> RemotingCommand {
     RemotingCommand::response(ResponseCode::Success, None)
-}
-
-pub(super) fn json_body<T: serde::Serialize>(value: &T) -> RemotingCommand {
-    match to_fastjson_bytes(value) {
-        Ok(body) => success().with_body(body),
-        Err(e) => error_response(
-            ResponseCode::SystemError,
-            format!("encoding the body failed: {e}"),
-        ),
-    }
 }
 
 /// Applies 5.x attribute changes (`+key=value` adds or sets, `-key` removes), comma-separated.

@@ -19,7 +19,7 @@ use comet_protocol::headers::{
 
 use crate::context::BrokerContext;
 use crate::metrics::windows::GROUP_GET_NUMS;
-use crate::processor::admin::json_body;
+use crate::processor::json_body;
 use crate::processor::{Answer, decode_header, reject};
 
 /// GET_PRODUCER_CONNECTION_LIST: the live connections of a producer group; SYSTEM_ERROR when no

@@ -39,6 +39,18 @@ pub fn error_response(code: ResponseCode, remark: impl Into<String>) -> Remoting
     RemotingCommand::response(code, Some(remark.into()))
 }
 
+/// A SUCCESS response whose body is `value` in fastjson's layout (SYSTEM_ERROR if it cannot be
+/// encoded).
+pub fn json_body<T: serde::Serialize>(value: &T) -> RemotingCommand {
+    match comet_protocol::body::to_fastjson_bytes(value) {
+        Ok(body) => RemotingCommand::response(ResponseCode::Success, None).with_body(body),
+        Err(e) => error_response(
+            ResponseCode::SystemError,
+            format!("encoding the body failed: {e}"),
+        ),
+    }
+}
+
 /// [`error_response`] as a [`Rejection`].
 pub fn reject(code: ResponseCode, remark: impl Into<String>) -> Rejection {
     Box::new(error_response(code, remark))
