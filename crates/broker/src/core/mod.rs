@@ -8,11 +8,17 @@
 //!
 //! - [`put`]: storing a message (a producer's send, single or batch, half messages, the delay and
 //!   timer rewrites) and the broker's own re-puts.
+//! - [`send_back`]: a consumer giving back a message it failed to process (retry topic or DLQ).
+//! - [`pop`]: a POP consumer's read, with long polling.
+//! - [`ack`]: acks of popped messages and changes of their invisible time.
 //!
 //! A refused operation returns a [`Refusal`]: the RocketMQ response code and the remark a Java
 //! broker gives, which each front end renders its own way (a remoting response, a gRPC status).
 
+pub mod ack;
+pub mod pop;
 pub mod put;
+pub mod send_back;
 
 use comet_protocol::code::ResponseCode;
 

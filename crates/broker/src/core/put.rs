@@ -647,6 +647,25 @@ pub fn status_response_code(status: PutMessageStatus) -> (ResponseCode, Option<&
     }
 }
 
+/// RocketMQ's name of a put status (the failure remark).
+pub fn put_status_name(status: PutMessageStatus) -> &'static str {
+    match status {
+        PutMessageStatus::PutOk => "PUT_OK",
+        PutMessageStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+        PutMessageStatus::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+        PutMessageStatus::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+        PutMessageStatus::ServiceNotAvailable => "SERVICE_NOT_AVAILABLE",
+        PutMessageStatus::CreateMappedFileFailed => "CREATE_MAPPED_FILE_FAILED",
+        PutMessageStatus::MessageIllegal => "MESSAGE_ILLEGAL",
+        PutMessageStatus::PropertiesSizeExceeded => "PROPERTIES_SIZE_EXCEEDED",
+        PutMessageStatus::OsPageCacheBusy => "OS_PAGE_CACHE_BUSY",
+        PutMessageStatus::UnknownError => "UNKNOWN_ERROR",
+        PutMessageStatus::LmqConsumeQueueNumExceeded => "LMQ_CONSUME_QUEUE_NUM_EXCEEDED",
+        PutMessageStatus::WheelTimerMsgIllegal => "WHEEL_TIMER_MSG_ILLEGAL",
+        PutMessageStatus::WheelTimerNotEnable => "WHEEL_TIMER_NOT_ENABLE",
+    }
+}
+
 /// A slave stores only what its master sends: a send to a topic it knows is refused as a
 /// Java slave's store refuses it (SERVICE_NOT_AVAILABLE), one to a topic it does not know with
 /// TOPIC_NOT_EXIST (a slave creates no topic: its topics come from its master).

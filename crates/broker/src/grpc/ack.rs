@@ -1,5 +1,6 @@
 //! AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue: what a gRPC
-//! consumer does with a message it received, run by the broker's POP code in process.
+//! consumer does with a message it received, run by the broker's POP operations
+//! ([`crate::core::ack`], [`crate::core::send_back`]).
 //!
 //! Each takes the receipt handle of [`super::consumer`] and acts on the topic the message was
 //! read from (the group's POP retry topic for a redelivery, named by the handle's retry flag).
@@ -13,38 +14,28 @@
 //!   and changes must use. For a FIFO handle the new handle keeps the batch's pop time (the
 //!   key of the queue's batch) and stretches its invisible time to end at the new moment.
 //! - **ForwardMessageToDeadLetterQueue** sends the message back straight to the group's
-//!   dead-letter topic `%DLQ%<group>` (CONSUMER_SEND_MSG_BACK with a negative delay level), then
-//!   acks it. The OK status's message is the remoting response code, as Apache's proxy answers.
+//!   dead-letter topic `%DLQ%<group>` (a send-back with a negative delay level), then acks it.
+//!   The OK status's message is the SUCCESS response code, `0`, as Apache's proxy answers.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use comet_grpc_proto::v2;
-use comet_protocol::RemotingCommand;
-use comet_protocol::code::{RequestCode, ResponseCode};
+use comet_protocol::code::ResponseCode;
 use comet_protocol::headers::{
-    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
-    CommandHeaderExt, ConsumerSendMsgBackRequestHeader, request_with_header,
+    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ConsumerSendMsgBackRequestHeader,
 };
 use comet_protocol::time::now_millis;
 
-use super::consumer::{GrpcReceipt, check_names, name_of};
-use super::receive::MAX_INVISIBLE;
+use super::consumer::{GrpcReceipt, MAX_INVISIBLE, check_names, name_of};
 use super::renew::Renewals;
 use super::status;
 use crate::context::BrokerContext;
+use crate::core::Refusal;
 use crate::pop::handle::{ReceiptHandle, real_topic};
-use crate::processor::answer;
 
-/// The status of a broker answer: OK on SUCCESS, else the mapped code with the remark.
-fn status_of(response: &RemotingCommand) -> v2::Status {
-    match ResponseCode::from_code(response.code) {
-        ResponseCode::Success => status::ok(),
-        code => status::of(
-            status::code_of(code),
-            response.remark.clone().unwrap_or_default(),
-        ),
-    }
+/// The status of a refused operation: its code mapped, with the remark.
+fn status_of(refusal: &Refusal) -> v2::Status {
+    status::of(status::code_of(refusal.code), refusal.remark.clone())
 }
 
 /// The handle to act on: the one the broker holds for a message it renews (given back, so the
@@ -68,7 +59,7 @@ async fn ack_one(
     group: &str,
     topic: &str,
     receipt: &GrpcReceipt,
-) -> RemotingCommand {
+) -> Result<(), Refusal> {
     let handle = &receipt.handle;
     let header = AckMessageRequestHeader {
         consumer_group: group.to_owned(),
@@ -78,8 +69,7 @@ async fn ack_one(
         offset: receipt.queue_offset,
         rpc: Default::default(),
     };
-    let request = request_with_header(RequestCode::AckMessage, &header);
-    answer(crate::pop::ack::ack(ctx, &request).await)
+    crate::core::ack::ack(ctx, &header).await
 }
 
 /// AckMessage.
@@ -108,7 +98,10 @@ pub async fn ack_message(
         )
         .await;
         let status = match receipt {
-            Ok(receipt) => status_of(&ack_one(ctx, group, topic, &receipt).await),
+            Ok(receipt) => match ack_one(ctx, group, topic, &receipt).await {
+                Ok(()) => status::ok(),
+                Err(refusal) => status_of(&refusal),
+            },
             Err(status) => status,
         };
         entries.push(v2::AckMessageResultEntry {
@@ -210,17 +203,9 @@ pub async fn change(
         invisible_time: invisible,
         rpc: Default::default(),
     };
-    let command = request_with_header(RequestCode::ChangeMessageInvisibletime, &header);
-    let response = answer(crate::pop::ack::change_invisible(ctx, &command).await);
-    if response.code != ResponseCode::Success.code() {
-        return Err(status_of(&response));
-    }
-    let Ok(changed) = response.decode_header::<ChangeInvisibleTimeResponseHeader>() else {
-        return Err(status::of(
-            v2::Code::InternalServerError,
-            "changeInvisibleDuration failed: status is abnormal",
-        ));
-    };
+    let changed = crate::core::ack::change_invisible(ctx, &header)
+        .await
+        .map_err(|refusal| status_of(&refusal))?;
     let renewed = if handle.is_fifo() {
         // The batch stays keyed by its pop time; the invisible time ends at the new moment.
         let until = changed.pop_time.saturating_add(changed.invisible_time);
@@ -246,7 +231,7 @@ pub async fn change(
 
 /// ForwardMessageToDeadLetterQueue.
 pub async fn forward_to_dead_letter_queue(
-    ctx: &Arc<BrokerContext>,
+    ctx: &BrokerContext,
     renewals: &Renewals,
     client_id: &str,
     request: &v2::ForwardMessageToDeadLetterQueueRequest,
@@ -284,14 +269,11 @@ pub async fn forward_to_dead_letter_queue(
         max_reconsume_times: None,
         rpc: Default::default(),
     };
-    let command = request_with_header(RequestCode::ConsumerSendMsgBack, &header);
-    let sent = answer(crate::processor::send_back::send_back(ctx, &command).await);
-    if sent.code != ResponseCode::Success.code() {
-        return status_of(&sent);
+    if let Err(refusal) = crate::core::send_back::send_back(ctx, &header, true).await {
+        return status_of(&refusal);
     }
-    let acked = ack_one(ctx, group, topic, &receipt).await;
-    if acked.code != ResponseCode::Success.code() {
-        return status_of(&acked);
+    if let Err(refusal) = ack_one(ctx, group, topic, &receipt).await {
+        return status_of(&refusal);
     }
-    status::of(v2::Code::Ok, sent.code.to_string())
+    status::of(v2::Code::Ok, ResponseCode::Success.code().to_string())
 }

@@ -23,6 +23,9 @@ use super::status;
 use crate::context::BrokerContext;
 use crate::pop::handle::ReceiptHandle;
 
+/// Longest invisible time a receive or a change may ask for.
+pub const MAX_INVISIBLE: std::time::Duration = std::time::Duration::from_secs(12 * 60 * 60);
+
 /// The name of an optional resource, empty when absent.
 pub fn name_of(resource: Option<&v2::Resource>) -> &str {
     resource.map_or("", |r| r.name.as_str())

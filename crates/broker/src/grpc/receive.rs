@@ -1,8 +1,8 @@
 //! ReceiveMessage: a POP of the broker's own queues, answered as a stream of one `status`, the
 //! messages found, and one `delivery_timestamp`.
 //!
-//! The request is checked as Apache's proxy checks it, then handed to the broker's POP code
-//! ([`crate::pop::processor::pop`]) in process: every queue of the topic (queue id -1), the
+//! The request is checked as Apache's proxy checks it, then popped by the broker's POP operation
+//! ([`crate::core::pop::pop`]): every queue of the topic (queue id -1), the
 //! group's POP retry topic included, with a new group starting at the end of the queues
 //! (`initMode` MAX, except a backlog still whole, see the POP processor).
 //!
@@ -29,30 +29,27 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use comet_grpc_proto::v2;
 use comet_grpc_proto::v2::receive_message_response::Content;
-use comet_protocol::RemotingCommand;
-use comet_protocol::code::{RequestCode, ResponseCode};
-use comet_protocol::headers::{
-    POP_INIT_MODE_MAX, POP_MAX_MSG_NUMS, PopMessageRequestHeader, request_with_header,
-};
+use comet_protocol::code::ResponseCode;
+use comet_protocol::headers::{POP_INIT_MODE_MAX, POP_MAX_MSG_NUMS, PopMessageRequestHeader};
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
-use comet_protocol::message::record::{decode_record, decode_records};
+use comet_protocol::message::record::decode_record;
 use comet_protocol::time::now_millis;
 
-use super::consumer::{GrpcReceipt, check_names, is_fifo_group, name_of};
+use super::consumer::{GrpcReceipt, MAX_INVISIBLE, check_names, is_fifo_group, name_of};
 use super::message_type::type_of;
 use super::message_view::to_v2;
 use super::renew::Renewals;
 use super::status;
 use crate::context::BrokerContext;
+use crate::core::pop::{Popped, pop as pop_messages};
 use crate::pop::handle::ReceiptHandle;
 
 /// Longest long poll.
 pub const MAX_POLLING: Duration = Duration::from_secs(20);
-/// Longest invisible time a receive may ask for.
-pub const MAX_INVISIBLE: Duration = Duration::from_secs(12 * 60 * 60);
 /// The request timeout assumed for a client whose settings are unknown.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 /// Time kept back from the call's deadline to write the answer.
@@ -228,13 +225,13 @@ pub fn invisible_time(
     Ok(asked)
 }
 
-/// The pop request for a checked receive.
-fn pop_command(
+/// The pop of a checked receive.
+fn pop_header(
     ctx: &BrokerContext,
     request: &v2::ReceiveMessageRequest,
     invisible: i64,
     poll: i64,
-) -> RemotingCommand {
+) -> PopMessageRequestHeader {
     let queue = request.message_queue.as_ref();
     let topic = name_of(queue.and_then(|q| q.topic.as_ref()));
     let group = name_of(request.group.as_ref());
@@ -248,7 +245,7 @@ fn pop_command(
         .filter(|e| !e.is_empty())
         .unwrap_or("*");
     let order = is_fifo_group(ctx, group);
-    let header = PopMessageRequestHeader {
+    PopMessageRequestHeader {
         consumer_group: group.to_owned(),
         topic: topic.to_owned(),
         queue_id: -1,
@@ -266,8 +263,7 @@ fn pop_command(
             None
         },
         rpc: Default::default(),
-    };
-    request_with_header(RequestCode::PopMessage, &header)
+    }
 }
 
 /// Checks and runs the pop; the messages found, or the status to answer.
@@ -289,25 +285,25 @@ async fn pop(
     );
     check_names(name_of(request.group.as_ref()), topic)?;
     let invisible = invisible_time(ctx, request)?;
-    let command = pop_command(ctx, request, invisible, poll);
-    let response =
-        crate::processor::answer(crate::pop::processor::pop(ctx, &call.peer, &command).await);
-    match ResponseCode::from_code(response.code) {
-        ResponseCode::Success => {}
-        ResponseCode::PollingTimeout | ResponseCode::NoMessage => {
-            return Err(status::of(v2::Code::MessageNotFound, "no new message"));
-        }
-        ResponseCode::PollingFull => {
+    let header = pop_header(ctx, request, invisible, poll);
+    let popped = pop_messages(ctx, &call.peer, header)
+        .await
+        .map_err(|refusal| match refusal.code {
+            ResponseCode::PollingTimeout | ResponseCode::NoMessage => {
+                status::of(v2::Code::MessageNotFound, "no new message")
+            }
+            code => status::of(status::code_of(code), refusal.remark),
+        })?;
+    let batch = match popped {
+        Popped::Batch(result) => result.batch,
+        Popped::PollingFull => {
             return Err(status::of(v2::Code::TooManyRequests, "polling full"));
         }
-        code => {
-            return Err(status::of(
-                status::code_of(code),
-                response.remark.unwrap_or_default(),
-            ));
-        }
+    };
+    if batch.records.is_empty() {
+        return Err(status::of(v2::Code::MessageNotFound, "no new message"));
     }
-    let messages: Vec<v2::Message> = records(&response)
+    let messages: Vec<v2::Message> = records(&batch.records)
         .into_iter()
         .filter_map(to_message)
         .collect();
@@ -317,27 +313,18 @@ async fn pop(
     Ok(messages)
 }
 
-/// The messages of a pop response; records that do not decode are logged and skipped.
-fn records(response: &RemotingCommand) -> Vec<MessageExt> {
-    let decoded = |result: Result<MessageExt, comet_protocol::ProtocolError>| match result {
-        Ok(msg) => Some(msg),
-        Err(e) => {
-            tracing::warn!(error = %e, "popped record does not decode; skipped");
-            None
-        }
-    };
-    if response.body_parts.is_empty() {
-        let body = response.body.clone().unwrap_or_default();
-        decode_records(&body, false)
-            .map_err(|e| tracing::warn!(error = %e, "popped records do not decode; skipped"))
-            .unwrap_or_default()
-    } else {
-        response
-            .body_parts
-            .iter()
-            .filter_map(|record| decoded(decode_record(record, false)))
-            .collect()
-    }
+/// The messages of popped records; records that do not decode are logged and skipped.
+fn records(records: &[Bytes]) -> Vec<MessageExt> {
+    records
+        .iter()
+        .filter_map(|record| match decode_record(record, false) {
+            Ok(msg) => Some(msg),
+            Err(e) => {
+                tracing::warn!(error = %e, "popped record does not decode; skipped");
+                None
+            }
+        })
+        .collect()
 }
 
 /// One popped message as a v2 message with its receipt handle; `None` when it carries no

@@ -17,14 +17,12 @@
 //! first ack it still needs. After a crash it reads again from there: un-acked messages are
 //! always brought back, some acked ones possibly twice (at-least-once).
 
-pub mod ack;
 pub mod arrivals;
 pub mod assignment;
 pub mod checkpoint;
 pub mod fifo;
 pub mod handle;
 pub mod notify;
-pub mod processor;
 pub mod request_mode;
 pub mod revive;
 

@@ -17,6 +17,7 @@ pub mod end_transaction;
 pub mod fence;
 pub mod lock;
 pub mod offset;
+pub mod pop;
 pub mod pull;
 pub mod query;
 pub mod routes;

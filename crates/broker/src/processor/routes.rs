@@ -9,8 +9,6 @@ use comet_protocol::code::RequestCode::{self, *};
 use comet_remoting::{RemotingServer, RequestProcessor};
 
 use crate::context::BrokerContext;
-use crate::pop::ack::AckMessageProcessor;
-use crate::pop::processor::PopMessageProcessor;
 use crate::processor::admin::AdminProcessor;
 use crate::processor::call_consumer::CallConsumerProcessor;
 use crate::processor::client_manage::ClientManageProcessor;
@@ -18,6 +16,7 @@ use crate::processor::consumer_manage::ConsumerManageProcessor;
 use crate::processor::end_transaction::EndTransactionProcessor;
 use crate::processor::lock::LockProcessor;
 use crate::processor::offset::OffsetProcessor;
+use crate::processor::pop::{AckMessageProcessor, PopMessageProcessor};
 use crate::processor::pull::PullMessageProcessor;
 use crate::processor::query::QueryMessageProcessor;
 use crate::processor::send::SendMessageProcessor;

@@ -1,4 +1,4 @@
-//! POP_MESSAGE (200050), PEEK_MESSAGE (200052), NOTIFICATION (200054) and POLLING_INFO (200055).
+//! Popping messages: a POP consumer's read (RocketMQ's POP_MESSAGE, gRPC's ReceiveMessage).
 //!
 //! A pop checks the request in RocketMQ's order (poll time already over, broker readable,
 //! batch of at most 32, timer wheel on, topic, queue id, group), then reads: the group's POP
@@ -17,23 +17,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use comet_protocol::RemotingCommand;
 use comet_protocol::body::{SubscriptionData, TopicConfig, perm};
-use comet_protocol::code::{RequestCode, ResponseCode};
-use comet_protocol::headers::{
-    CommandHeaderExt, POP_INIT_MODE_MIN, POP_MAX_MSG_NUMS, PopMessageRequestHeader,
-    PopMessageResponseHeader,
-};
+use comet_protocol::code::ResponseCode;
+use comet_protocol::headers::{POP_INIT_MODE_MIN, POP_MAX_MSG_NUMS, PopMessageRequestHeader};
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::record::{decode_record, encode_record};
 use comet_protocol::naming::RETRY_GROUP_TOPIC_PREFIX;
 use comet_protocol::time::now_millis;
-use comet_remoting::{Channel, RequestProcessor};
 use comet_store::GetMessageStatus;
 use comet_store::message_store::MAX_PULL_MSG_SIZE;
-use futures::future::BoxFuture;
 use tokio::time::Instant;
 
+use super::Refusal;
 use crate::context::BrokerContext;
 use crate::filter::TagFilter;
 use crate::pop::arrivals::{HELD_RECHECK, MAX_HELD_POPS};
@@ -41,100 +36,10 @@ use crate::pop::checkpoint::{CK_TAG, PopCheckPoint};
 use crate::pop::handle::{
     ReceiptHandle, pop_retry_topic, push_msg_offset_info, push_start_offset_info, retry_flag,
 };
-use crate::processor::{Rejection, answer, client_host, decode_header, random_below, reject};
+use crate::processor::random_below;
 
 /// How far past `bornTime + pollTime` a pop may arrive before it is refused (ms).
 pub const POLL_TIME_SLACK_MS: i64 = 500;
-
-/// Handles the POP read requests.
-#[derive(Debug)]
-pub struct PopMessageProcessor {
-    ctx: Arc<BrokerContext>,
-}
-
-impl PopMessageProcessor {
-    /// A processor over `ctx`.
-    pub fn new(ctx: Arc<BrokerContext>) -> Self {
-        Self { ctx }
-    }
-}
-
-impl RequestProcessor for PopMessageProcessor {
-    fn process(
-        &self,
-        channel: &Channel,
-        request: RemotingCommand,
-    ) -> BoxFuture<'static, Option<RemotingCommand>> {
-        let ctx = Arc::clone(&self.ctx);
-        let client = client_host(channel);
-        Box::pin(async move {
-            let response = match RequestCode::from_code(request.code) {
-                RequestCode::PopMessage => answer(pop(&ctx, &client, &request).await),
-                RequestCode::PeekMessage => answer(crate::pop::notify::peek(&ctx, &request)),
-                RequestCode::Notification => {
-                    answer(crate::pop::notify::notification(&ctx, &request).await)
-                }
-                RequestCode::SetMessageRequestMode => set_request_mode(&ctx, &request),
-                RequestCode::QueryAssignment => {
-                    crate::pop::assignment::query_assignment(&ctx, &request)
-                }
-                RequestCode::GetAllMessageRequestMode => {
-                    RemotingCommand::response(ResponseCode::Success, None)
-                        .with_body(ctx.pop.request_modes.encode().into_bytes())
-                }
-                RequestCode::PollingInfo => {
-                    answer(crate::pop::notify::polling_info(&ctx, &request))
-                }
-                _ => crate::processor::error_response(
-                    ResponseCode::RequestCodeNotSupported,
-                    format!("request code {} not supported", request.code),
-                ),
-            };
-            Some(response)
-        })
-    }
-}
-
-/// SET_MESSAGE_REQUEST_MODE: the body names the topic, group, mode and share count.
-fn set_request_mode(ctx: &BrokerContext, request: &RemotingCommand) -> RemotingCommand {
-    use crate::pop::request_mode::MessageRequestMode;
-    let mode: Option<MessageRequestMode> = request
-        .body
-        .as_ref()
-        .and_then(|b| serde_json::from_slice(b).ok());
-    let Some(mode) = mode else {
-        return crate::processor::error_response(
-            ResponseCode::SystemError,
-            "set message request mode: body does not decode",
-        );
-    };
-    if mode.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
-        return crate::processor::error_response(
-            ResponseCode::NoPermission,
-            "retry topic is not allowed to set mode",
-        );
-    }
-    if ctx.topic_config.select(&mode.topic).is_none() {
-        return crate::processor::error_response(
-            ResponseCode::TopicNotExist,
-            format!("topic[{}] not exist", mode.topic),
-        );
-    }
-    if ctx
-        .subscription_groups
-        .find_or_create(&mode.consumer_group)
-        .is_none()
-    {
-        return crate::processor::error_response(
-            ResponseCode::SubscriptionGroupNotExist,
-            "subscription group does not exist",
-        );
-    }
-    match ctx.pop.request_modes.set(mode) {
-        Ok(()) => RemotingCommand::response(ResponseCode::Success, None),
-        Err(e) => crate::processor::error_response(ResponseCode::SystemError, e.to_string()),
-    }
-}
 
 /// What one pass over the queues collected.
 #[derive(Debug, Default)]
@@ -162,20 +67,40 @@ struct PopRequest<'a> {
     order: bool,
 }
 
-/// Runs one POP_MESSAGE, holding it up to its poll time when nothing is there.
+/// What a pop found.
+#[derive(Debug)]
+pub enum Popped {
+    /// Messages (none when the poll time passed without one).
+    Batch(PopResult),
+    /// Too many pops are held already (POLLING_FULL).
+    PollingFull,
+}
+
+/// A pop's messages and what the consumer builds their receipt handles and offsets from.
+#[derive(Debug)]
+pub struct PopResult {
+    pub pop_time: i64,
+    pub invisible_time: i64,
+    pub revive_qid: i32,
+    /// A FIFO pop (`orderCountInfo` is answered).
+    pub order: bool,
+    pub batch: PopBatch,
+}
+
+/// Runs one pop, holding it up to its poll time when nothing is there. `client` names the
+/// consumer (its address) in the queues it claims.
 pub async fn pop(
     ctx: &Arc<BrokerContext>,
     client: &str,
-    request: &RemotingCommand,
-) -> Result<RemotingCommand, Rejection> {
-    let mut header: PopMessageRequestHeader = decode_header(request)?;
+    mut header: PopMessageRequestHeader,
+) -> Result<Popped, Refusal> {
     let now = now_millis();
     if header.born_time == 0 {
         header.born_time = now;
     }
     let topic_config = check(ctx, &header, now)?;
     if !crate::filter::is_tag_type(header.exp_type.as_deref()) {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!(
                 "The broker does not support consumer to filter message by {}",
@@ -211,45 +136,27 @@ pub async fn pop(
         let batch = pop_once(ctx, &topic_config, &mut req).await;
         let remaining = deadline.saturating_duration_since(Instant::now());
         if !batch.records.is_empty() || header.poll_time <= 0 || remaining.is_zero() {
-            return Ok(response(&req, batch));
+            return Ok(Popped::Batch(result(&req, batch)));
         }
         // The count includes this request's own watch.
         if pop.held_count() > MAX_HELD_POPS {
-            return Ok(RemotingCommand::response(
-                ResponseCode::PollingFull,
-                Some("NO_MESSAGE_IN_QUEUE".to_owned()),
-            ));
+            return Ok(Popped::PollingFull);
         }
         arrival.wait(remaining.min(HELD_RECHECK)).await;
         if ctx.is_shutting_down() {
-            return Ok(response(&req, PopBatch::default()));
+            return Ok(Popped::Batch(result(&req, PopBatch::default())));
         }
     }
 }
 
-/// The answer to a pass: SUCCESS with the records, else POLLING_TIMEOUT.
-fn response(req: &PopRequest<'_>, batch: PopBatch) -> RemotingCommand {
-    let found = !batch.records.is_empty();
-    let (code, remark) = if found {
-        (ResponseCode::Success, "FOUND")
-    } else {
-        (ResponseCode::PollingTimeout, "NO_MESSAGE_IN_QUEUE")
-    };
-    let header = PopMessageResponseHeader {
+fn result(req: &PopRequest<'_>, batch: PopBatch) -> PopResult {
+    PopResult {
         pop_time: req.pop_time,
         invisible_time: req.header.invisible_time,
         revive_qid: req.revive_qid,
-        rest_num: batch.rest_num,
-        start_offset_info: Some(batch.start_info),
-        msg_offset_info: Some(batch.msg_info),
-        order_count_info: req.order.then_some(batch.order_info),
-    };
-    let mut response = RemotingCommand::response(code, Some(remark.to_owned()));
-    response.encode_header(&header);
-    if found {
-        response.body_parts = batch.records;
+        order: req.order,
+        batch,
     }
-    response
 }
 
 /// RocketMQ's checks before a pop reads anything.
@@ -257,47 +164,47 @@ fn check(
     ctx: &BrokerContext,
     header: &PopMessageRequestHeader,
     now: i64,
-) -> Result<TopicConfig, Rejection> {
+) -> Result<TopicConfig, Refusal> {
     let ip = ctx.store_host.ip();
     if now - header.born_time - header.poll_time > POLL_TIME_SLACK_MS {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::PollingTimeout,
             format!("the broker[{ip}] pop message is timeout too much"),
         ));
     }
     if !perm::is_readable(ctx.broker_permission()) {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             format!("the broker[{ip}] pop message is forbidden"),
         ));
     }
     if header.max_msg_nums > POP_MAX_MSG_NUMS {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::InvalidParameter,
             format!("the broker[{ip}] pop message's num is greater than 32"),
         ));
     }
     if !ctx.config.timer_wheel_enable {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             format!("the broker[{ip}] pop message is forbidden because timerWheelEnable is false"),
         ));
     }
     let topic = header.topic.as_str();
     let Some(topic_config) = ctx.topic_config.select(topic) else {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("topic[{topic}] not exist, apply first please!"),
         ));
     };
     if !perm::is_readable(topic_config.perm) {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             format!("the topic[{topic}] peeking message is forbidden"),
         ));
     }
     if header.queue_id >= topic_config.read_queue_nums {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::InvalidParameter,
             format!(
                 "queueId[{}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
@@ -307,13 +214,13 @@ fn check(
     }
     let group = header.consumer_group.as_str();
     let Some(group_config) = ctx.subscription_groups.find_or_create(group) else {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::SubscriptionGroupNotExist,
             format!("subscription group [{group}] does not exist"),
         ));
     };
     if !group_config.consume_enable {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::NoPermission,
             format!("subscription group no permission, {group}"),
         ));

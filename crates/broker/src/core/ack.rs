@@ -1,4 +1,6 @@
-//! ACK_MESSAGE (200051), BATCH_ACK_MESSAGE (200151) and CHANGE_MESSAGE_INVISIBLETIME (200053).
+//! Acks of popped messages and changes of their invisible time (RocketMQ's ACK_MESSAGE,
+//! BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME; gRPC's AckMessage and
+//! ChangeInvisibleDuration).
 //!
 //! An ack is written to the revive queue of the popped batch at once (tag `ack`, `bAck` for
 //! several offsets); the revive service matches it to the batch's checkpoint on topic, group,
@@ -10,63 +12,17 @@
 //! the queue's batch instead ([`crate::pop::fifo`]): an ack moves the group's offset past the
 //! acked prefix, a change sets when that message becomes visible again.
 
-use std::sync::Arc;
-
 use base64::Engine;
-use comet_protocol::RemotingCommand;
-use comet_protocol::code::{RequestCode, ResponseCode};
-use comet_protocol::headers::{
-    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
-    CommandHeaderExt,
-};
+use comet_protocol::code::ResponseCode;
+use comet_protocol::headers::{AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader};
 use comet_protocol::time::now_millis;
-use comet_remoting::{Channel, RequestProcessor};
-use futures::future::BoxFuture;
 use serde::Deserialize;
 
+use super::Refusal;
+use super::pop::write_checkpoint;
 use crate::context::BrokerContext;
 use crate::pop::checkpoint::{ACK_TAG, AckMsg, BATCH_ACK_TAG, PopCheckPoint};
 use crate::pop::handle::{FIFO_REVIVE_QID, ReceiptHandle, real_topic};
-use crate::pop::processor::write_checkpoint;
-use crate::processor::{Answer, Rejection, answer, decode_header, reject};
-
-/// Handles the acks and invisible-time changes of POP consumers.
-#[derive(Debug)]
-pub struct AckMessageProcessor {
-    ctx: Arc<BrokerContext>,
-}
-
-impl AckMessageProcessor {
-    /// A processor over `ctx`.
-    pub fn new(ctx: Arc<BrokerContext>) -> Self {
-        Self { ctx }
-    }
-}
-
-impl RequestProcessor for AckMessageProcessor {
-    fn process(
-        &self,
-        _channel: &Channel,
-        request: RemotingCommand,
-    ) -> BoxFuture<'static, Option<RemotingCommand>> {
-        let ctx = Arc::clone(&self.ctx);
-        Box::pin(async move {
-            let result = match RequestCode::from_code(request.code) {
-                RequestCode::AckMessage => ack(&ctx, &request).await,
-                RequestCode::BatchAckMessage => batch_ack(&ctx, &request).await,
-                RequestCode::ChangeMessageInvisibletime => change_invisible(&ctx, &request).await,
-                _ => Err(reject(
-                    ResponseCode::MessageIllegal,
-                    format!(
-                        "AckMessageProcessor failed to process RequestCode: {}",
-                        request.code
-                    ),
-                )),
-            };
-            Some(answer(result))
-        })
-    }
-}
 
 /// The checks every ack and change shares: the topic exists, the queue is one of its read
 /// queues, the offset lies within the queue (`max_exclusive`: below its max offset).
@@ -76,15 +32,15 @@ fn check_target(
     queue_id: i32,
     offset: i64,
     max_exclusive: bool,
-) -> Result<(), Rejection> {
+) -> Result<(), Refusal> {
     let Some(config) = ctx.topic_config.select(topic) else {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::TopicNotExist,
             format!("topic[{topic}] not exist, apply first please!"),
         ));
     };
     if queue_id < 0 || queue_id >= config.read_queue_nums {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::MessageIllegal,
             format!(
                 "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
@@ -100,7 +56,7 @@ fn check_target(
         offset > max
     };
     if offset < min || above {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::NoMessage,
             format!(
                 "offset is illegal, key:{topic}@{queue_id}, commit:{offset}, store:{min}~{max}"
@@ -110,18 +66,17 @@ fn check_target(
     Ok(())
 }
 
-fn parse_handle(text: &str) -> Result<ReceiptHandle, Box<RemotingCommand>> {
+fn parse_handle(text: &str) -> Result<ReceiptHandle, Refusal> {
     ReceiptHandle::decode(text).map_err(|e| {
-        reject(
+        Refusal::new(
             ResponseCode::InvalidParameter,
             format!("illegal extraInfo {text:?}: {e}"),
         )
     })
 }
 
-/// ACK_MESSAGE.
-pub async fn ack(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
-    let header: AckMessageRequestHeader = decode_header(request)?;
+/// Acks one popped message (ACK_MESSAGE).
+pub async fn ack(ctx: &BrokerContext, header: &AckMessageRequestHeader) -> Result<(), Refusal> {
     check_target(ctx, &header.topic, header.queue_id, header.offset, false)?;
     let handle = parse_handle(&header.extra_info)?;
     if handle.is_fifo() {
@@ -133,7 +88,7 @@ pub async fn ack(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
             handle.pop_time,
             header.offset,
         );
-        return Ok(RemotingCommand::response(ResponseCode::Success, None));
+        return Ok(());
     }
     let ack = AckMsg {
         ack_offset: header.offset,
@@ -170,7 +125,7 @@ fn ack_fifo(
 
 /// One entry of a BATCH_ACK_MESSAGE body (RocketMQ's `BatchAck`).
 #[derive(Debug, Deserialize)]
-struct BatchAck {
+pub struct BatchAck {
     #[serde(rename = "c", alias = "consumerGroup")]
     group: String,
     #[serde(rename = "t", alias = "topic")]
@@ -195,7 +150,7 @@ struct BatchAck {
 /// The BATCH_ACK_MESSAGE body (RocketMQ's `BatchAckMessageRequestBody`).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct BatchAckBody {
+pub struct BatchAckBody {
     #[serde(default)]
     broker_name: String,
     #[serde(default)]
@@ -215,14 +170,14 @@ pub fn bit_set_indexes(bytes: &[u8]) -> Vec<i64> {
     out
 }
 
-/// BATCH_ACK_MESSAGE: one `bAck` record per entry, for its offsets within the queue.
-pub async fn batch_ack(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
-    let body: Option<BatchAckBody> = request
-        .body
-        .as_ref()
-        .and_then(|b| serde_json::from_slice(b).ok());
+/// Acks several messages of several popped batches (BATCH_ACK_MESSAGE): one `bAck` record per
+/// entry, for its offsets within the queue. `None`: the body did not decode.
+pub async fn batch_ack(ctx: &BrokerContext, body: Option<BatchAckBody>) -> Result<(), Refusal> {
     let Some(body) = body.filter(|b| !b.acks.is_empty()) else {
-        return Err(reject(ResponseCode::NoMessage, "no ack in the request"));
+        return Err(Refusal::new(
+            ResponseCode::NoMessage,
+            "no ack in the request",
+        ));
     };
     for entry in &body.acks {
         let topic = real_topic(&entry.topic, &entry.group, &entry.retry);
@@ -267,13 +222,13 @@ pub async fn batch_ack(ctx: &BrokerContext, request: &RemotingCommand) -> Answer
         };
         write_ack(ctx, &ack, entry.revive_qid).await?;
     }
-    Ok(RemotingCommand::response(ResponseCode::Success, None))
+    Ok(())
 }
 
 /// Stores an ack in revive queue `revive_qid`.
-async fn write_ack(ctx: &BrokerContext, ack: &AckMsg, revive_qid: i32) -> Answer {
-    let body =
-        serde_json::to_vec(ack).map_err(|e| reject(ResponseCode::SystemError, e.to_string()))?;
+async fn write_ack(ctx: &BrokerContext, ack: &AckMsg, revive_qid: i32) -> Result<(), Refusal> {
+    let body = serde_json::to_vec(ack)
+        .map_err(|e| Refusal::new(ResponseCode::SystemError, e.to_string()))?;
     let tag = if ack.ack_offsets.is_empty() {
         ACK_TAG
     } else {
@@ -283,25 +238,34 @@ async fn write_ack(ctx: &BrokerContext, ack: &AckMsg, revive_qid: i32) -> Answer
     let msg = crate::pop::revive::log_message(ctx, body, qid, tag);
     let result = crate::core::put::put_message(ctx, msg).await;
     if result.status.is_written() {
-        Ok(RemotingCommand::response(ResponseCode::Success, None))
+        Ok(())
     } else {
-        Err(reject(
+        Err(Refusal::new(
             ResponseCode::SystemError,
-            crate::processor::send_back::put_status_name(result.status),
+            super::put::put_status_name(result.status),
         ))
     }
 }
 
-/// CHANGE_MESSAGE_INVISIBLETIME.
-pub async fn change_invisible(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
-    let header: ChangeInvisibleTimeRequestHeader = decode_header(request)?;
+/// What the new receipt handle of a message whose invisible time changed is built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvisibleChanged {
+    pub pop_time: i64,
+    pub invisible_time: i64,
+    pub revive_qid: i32,
+}
+
+/// Changes how long a popped message stays invisible (CHANGE_MESSAGE_INVISIBLETIME).
+pub async fn change_invisible(
+    ctx: &BrokerContext,
+    header: &ChangeInvisibleTimeRequestHeader,
+) -> Result<InvisibleChanged, Refusal> {
     check_target(ctx, &header.topic, header.queue_id, header.offset, true)?;
     let handle = parse_handle(&header.extra_info)?;
     // The new checkpoint's pop time must differ from the old handle's: the ack of the old
     // handle written below would otherwise match the new checkpoint too (same queue, start
     // offset and pop time) and the message would never come back.
     let now = now_millis().max(handle.pop_time.saturating_add(1));
-    let mut response = RemotingCommand::response(ResponseCode::Success, None);
     if handle.is_fifo() {
         ctx.pop.fifo.change_invisible(
             &crate::pop::fifo::key(&header.topic, &header.consumer_group, header.queue_id),
@@ -310,12 +274,11 @@ pub async fn change_invisible(ctx: &BrokerContext, request: &RemotingCommand) ->
             now,
             header.invisible_time,
         );
-        response.encode_header(&ChangeInvisibleTimeResponseHeader {
+        return Ok(InvisibleChanged {
             pop_time: now,
             invisible_time: header.invisible_time,
             revive_qid: FIFO_REVIVE_QID,
         });
-        return Ok(response);
     }
     let ck = PopCheckPoint {
         start_offset: header.offset,
@@ -332,7 +295,7 @@ pub async fn change_invisible(ctx: &BrokerContext, request: &RemotingCommand) ->
         re_put_times: String::new(),
     };
     if !write_checkpoint(ctx, &ck, handle.revive_qid).await {
-        return Err(reject(
+        return Err(Refusal::new(
             ResponseCode::SystemError,
             "writing the new checkpoint failed",
         ));
@@ -349,12 +312,11 @@ pub async fn change_invisible(ctx: &BrokerContext, request: &RemotingCommand) ->
         invisible_time: handle.invisible_time,
     };
     write_ack(ctx, &old, handle.revive_qid).await?;
-    response.encode_header(&ChangeInvisibleTimeResponseHeader {
+    Ok(InvisibleChanged {
         pop_time: now,
         invisible_time: header.invisible_time,
         revive_qid: handle.revive_qid,
-    });
-    Ok(response)
+    })
 }
 
 #[cfg(test)]
