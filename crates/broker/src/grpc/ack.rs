@@ -21,22 +21,16 @@ use std::collections::HashSet;
 
 use comet_grpc_proto::v2;
 use comet_protocol::code::ResponseCode;
-use comet_protocol::headers::{
-    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ConsumerSendMsgBackRequestHeader,
-};
+use comet_protocol::headers::{AckMessageRequestHeader, ConsumerSendMsgBackRequestHeader};
 use comet_protocol::time::now_millis;
 
 use super::consumer::{GrpcReceipt, MAX_INVISIBLE, check_names, name_of};
+use super::invisible::change;
 use super::renew::Renewals;
 use super::status;
 use crate::context::BrokerContext;
 use crate::core::Refusal;
-use crate::pop::handle::{ReceiptHandle, real_topic};
-
-/// The status of a refused operation: its code mapped, with the remark.
-fn status_of(refusal: &Refusal) -> v2::Status {
-    status::of(status::code_of(refusal.code), refusal.remark.clone())
-}
+use crate::pop::handle::real_topic;
 
 /// The handle to act on: the one the broker holds for a message it renews (given back, so the
 /// renewal stops), else the client's, refused when it does not parse or has expired.
@@ -100,7 +94,7 @@ pub async fn ack_message(
         let status = match receipt {
             Ok(receipt) => match ack_one(ctx, group, topic, &receipt).await {
                 Ok(()) => status::ok(),
-                Err(refusal) => status_of(&refusal),
+                Err(refusal) => status::refused(&refusal),
             },
             Err(status) => status,
         };
@@ -185,50 +179,6 @@ pub async fn change_invisible_duration(
     }
 }
 
-/// Makes the message of `receipt` invisible for `invisible` ms from now; the new handle.
-pub async fn change(
-    ctx: &BrokerContext,
-    group: &str,
-    topic: &str,
-    receipt: &GrpcReceipt,
-    invisible: i64,
-) -> Result<GrpcReceipt, v2::Status> {
-    let handle = &receipt.handle;
-    let header = ChangeInvisibleTimeRequestHeader {
-        consumer_group: group.to_owned(),
-        topic: real_topic(topic, group, &handle.retry_flag),
-        queue_id: handle.queue_id,
-        extra_info: handle.encode(),
-        offset: receipt.queue_offset,
-        invisible_time: invisible,
-        rpc: Default::default(),
-    };
-    let changed = crate::core::ack::change_invisible(ctx, &header)
-        .await
-        .map_err(|refusal| status_of(&refusal))?;
-    let renewed = if handle.is_fifo() {
-        // The batch stays keyed by its pop time; the invisible time ends at the new moment.
-        let until = changed.pop_time.saturating_add(changed.invisible_time);
-        ReceiptHandle {
-            invisible_time: until.saturating_sub(handle.pop_time),
-            ..handle.clone()
-        }
-    } else {
-        ReceiptHandle {
-            ck_start_offset: receipt.queue_offset,
-            pop_time: changed.pop_time,
-            invisible_time: changed.invisible_time,
-            revive_qid: changed.revive_qid,
-            ..handle.clone()
-        }
-    };
-    Ok(GrpcReceipt::new(
-        renewed,
-        receipt.queue_offset,
-        receipt.commit_log_offset,
-    ))
-}
-
 /// ForwardMessageToDeadLetterQueue.
 pub async fn forward_to_dead_letter_queue(
     ctx: &BrokerContext,
@@ -270,10 +220,10 @@ pub async fn forward_to_dead_letter_queue(
         rpc: Default::default(),
     };
     if let Err(refusal) = crate::core::send_back::send_back(ctx, &header, true).await {
-        return status_of(&refusal);
+        return status::refused(&refusal);
     }
     if let Err(refusal) = ack_one(ctx, group, topic, &receipt).await {
-        return status_of(&refusal);
+        return status::refused(&refusal);
     }
     status::of(v2::Code::Ok, ResponseCode::Success.code().to_string())
 }

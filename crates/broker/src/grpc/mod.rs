@@ -23,6 +23,7 @@ pub mod acl;
 pub mod clients;
 pub mod consumer;
 pub mod heartbeat;
+pub mod invisible;
 pub mod message_type;
 pub mod message_view;
 pub mod receive;

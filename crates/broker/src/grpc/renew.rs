@@ -22,9 +22,9 @@ use comet_protocol::time::now_millis;
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
-use super::ack::change;
 use super::clients::GrpcClients;
 use super::consumer::GrpcReceipt;
+use super::invisible::change;
 use super::telemetry::CONSUMER_BACKOFF_SECS;
 use crate::context::BrokerContext;
 
