@@ -11,11 +11,13 @@
 //! - [`send_back`]: a consumer giving back a message it failed to process (retry topic or DLQ).
 //! - [`pop`]: a POP consumer's read, with long polling.
 //! - [`ack`]: acks of popped messages and changes of their invisible time.
+//! - [`end_transaction`]: a transaction's verdict (commit or rollback of its half message).
 //!
 //! A refused operation returns a [`Refusal`]: the RocketMQ response code and the remark a Java
 //! broker gives, which each front end renders its own way (a remoting response, a gRPC status).
 
 pub mod ack;
+pub mod end_transaction;
 pub mod pop;
 pub mod put;
 pub mod send_back;

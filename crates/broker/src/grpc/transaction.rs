@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use comet_grpc_proto::v2;
 use comet_protocol::RemotingCommand;
-use comet_protocol::code::ResponseCode;
 use comet_protocol::headers::{
     CheckTransactionStateRequestHeader, CommandHeaderExt, EndTransactionRequestHeader,
     transaction_flag,
@@ -33,7 +32,7 @@ use parking_lot::Mutex;
 
 use super::status;
 use crate::context::BrokerContext;
-use crate::processor::end_transaction::end_transaction as end_remoting;
+use crate::core::end_transaction::end_transaction as end;
 use crate::transaction::TransactionService;
 
 /// How long a half's offsets stay known (the longest orphaned-transaction recovery duration).
@@ -206,15 +205,9 @@ pub async fn end_transaction(
         transaction_id: Some(request.transaction_id.clone()),
         ..EndTransactionRequestHeader::default()
     };
-    match end_remoting(ctx, service, &header, peer, None).await {
-        Some(answer) if answer.code != ResponseCode::Success.code() => {
-            let code = ResponseCode::from(answer.code);
-            status::of(
-                status::code_of(code),
-                answer.remark.unwrap_or_else(|| code.name().to_owned()),
-            )
-        }
-        _ => status::ok(),
+    match end(ctx, service, &header, peer, None).await {
+        Ok(_) => status::ok(),
+        Err(refusal) => status::refused(&refusal),
     }
 }
 
