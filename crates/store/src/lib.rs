@@ -34,8 +34,10 @@ pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message_store;
 pub mod page_release;
+pub mod page_release_trigger;
 pub mod recovery;
 pub mod replica;
+pub mod service;
 pub mod timer;
 pub mod zero_ahead;
 

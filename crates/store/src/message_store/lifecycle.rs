@@ -17,11 +17,12 @@ use crate::config::MessageStoreConfig;
 use crate::consume_queue::ConsumeQueueTable;
 use crate::dispatch::{Dispatcher, ReputService};
 use crate::error::StoreError;
-use crate::flush::{CommitLogFlusher, DispatchProgress, FlushConsumeQueueService, Waker};
+use crate::flush::{CommitLogFlusher, DispatchProgress, FlushConsumeQueueService};
 use crate::index_service::{IndexConfig, IndexService};
 use crate::live::LiveSettings;
 use crate::page_release::PageReleaseService;
 use crate::recovery::{RecoveryContext, recover};
+use crate::service::Waker;
 use crate::zero_ahead::{AheadMethod, ZeroAheadService};
 
 /// Takes an exclusive `flock` on the store's `lock` file.
