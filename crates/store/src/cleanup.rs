@@ -10,10 +10,10 @@
 //! be unit-tested exhaustively; the cleanup service of the message store reads the clock and calls
 //! [`disk_usage`] itself and then asks these functions what to do.
 
-use std::ffi::CString;
 use std::path::Path;
 
 use crate::error::StoreError;
+use crate::os;
 
 /// Default `fileReservedTime`: files are kept for 72 hours.
 pub const DEFAULT_FILE_RESERVED_TIME_HOURS: u32 = 72;
@@ -106,33 +106,11 @@ impl DiskUsage {
 
 /// Reads the figures of the filesystem holding `path` with `statvfs(3)`.
 pub fn disk_usage(path: &Path) -> Result<DiskUsage, StoreError> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        StoreError::io(
-            path,
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains a NUL byte"),
-        )
-    })?;
-    // SAFETY: `statvfs` is plain old data, so an all-zero value is valid; the call only writes
-    // into it and reads the NUL-terminated path, which outlives the call.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: see above; both pointers are valid for the duration of the call.
-    let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) };
-    if rc != 0 {
-        return Err(StoreError::io(path, std::io::Error::last_os_error()));
-    }
-    // The field widths differ between platforms, hence the explicit conversions.
-    #[allow(clippy::useless_conversion)]
-    let (frsize, blocks, bfree, bavail) = (
-        u64::from(stat.f_frsize),
-        u64::from(stat.f_blocks),
-        u64::from(stat.f_bfree),
-        u64::from(stat.f_bavail),
-    );
+    let space = os::filesystem_space(path).map_err(|e| StoreError::io(path, e))?;
     Ok(DiskUsage {
-        total_bytes: blocks.saturating_mul(frsize),
-        free_bytes: bfree.saturating_mul(frsize),
-        available_bytes: bavail.saturating_mul(frsize),
+        total_bytes: space.total_bytes,
+        free_bytes: space.free_bytes,
+        available_bytes: space.available_bytes,
     })
 }
 
@@ -262,21 +240,8 @@ pub fn local_hour_of(unix_secs: i64) -> u32 {
     const SECS_PER_HOUR: i64 = 3600;
     const SECS_PER_DAY: i64 = 86_400;
     let utc_hour = u32::try_from(unix_secs.rem_euclid(SECS_PER_DAY) / SECS_PER_HOUR).unwrap_or(0);
-    // `time_t` is 64-bit on the platforms we build for, but not everywhere.
-    #[allow(irrefutable_let_patterns)]
-    let Ok(t) = libc::time_t::try_from(unix_secs) else {
-        return utc_hour;
-    };
-    // SAFETY: `tm` is plain old data, so zeroed is a valid value; `localtime_r` is the re-entrant
-    // variant and only writes into our `tm`.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers are valid for the duration of the call.
-    let res = unsafe { libc::localtime_r(&t, &mut tm) };
-    if res.is_null() {
-        return utc_hour;
-    }
-    u32::try_from(tm.tm_hour)
-        .ok()
+    os::local_time(unix_secs)
+        .and_then(|local| u32::try_from(local.hour).ok())
         .filter(|h| *h < HOURS_PER_DAY)
         .unwrap_or(utc_hour)
 }

@@ -36,8 +36,7 @@ use crate::config::MessageStoreConfig;
 use crate::error::StoreError;
 use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
-use crate::page_release::PageReleaseTrigger;
-use crate::replica::ReplicaTail;
+use crate::page_release_trigger::PageReleaseTrigger;
 
 /// Most messages accepted in one batch.
 pub const MAX_BATCH_MESSAGES: usize = comet_protocol::limits::MAX_BATCH_MESSAGES;
@@ -191,6 +190,13 @@ impl TopicQueueTable {
             .or_default()
             .insert(queue_id, by);
     }
+}
+
+/// Where the complete records of a replicated log end (appends from a master: see `replica.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplicaTail {
+    /// Start of the first record (or BLANK entry) not yet complete.
+    pub(crate) complete_end: i64,
 }
 
 /// The CommitLog of a store.

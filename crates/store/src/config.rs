@@ -18,6 +18,15 @@ pub const MIN_MAPPED_FILE_SIZE: usize = 4096;
 /// RocketMQ's default delay levels (`messageDelayLevel`).
 pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
     "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
+/// Default of `mappedPagesReleaseBytes`: bytes read from the CommitLog between two releases of
+/// the mapped pages behind the readers (see `page_release.rs`).
+pub const DEFAULT_MAPPED_PAGES_RELEASE_BYTES: u64 = 64 * 1024 * 1024;
+/// Default of `commitLogPageCacheBytes`: CommitLog bytes behind the end left in the page cache.
+/// It holds a backlog of 1,000,000 messages of 1 KiB with room to spare.
+pub const DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// Default of `commitLogZeroAheadBytes`: bytes kept prepared after the append position (see
+/// `zero_ahead.rs`).
+pub const DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES: u64 = 8 * 1024 * 1024;
 
 /// How the CommitLog is made durable before a put is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -157,9 +166,9 @@ impl Default for MessageStoreConfig {
             max_transfer_count_on_message_in_memory: 32,
             max_transfer_bytes_on_message_in_disk: 64 * 1024,
             max_transfer_count_on_message_in_disk: 8,
-            mapped_pages_release_bytes: crate::page_release::DEFAULT_MAPPED_PAGES_RELEASE_BYTES,
-            commit_log_page_cache_bytes: crate::page_release::DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES,
-            commit_log_zero_ahead_bytes: crate::zero_ahead::DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES,
+            mapped_pages_release_bytes: DEFAULT_MAPPED_PAGES_RELEASE_BYTES,
+            commit_log_page_cache_bytes: DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES,
+            commit_log_zero_ahead_bytes: DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES,
             message_delay_level: DEFAULT_MESSAGE_DELAY_LEVEL.to_owned(),
         }
     }

@@ -36,8 +36,9 @@ use crate::commit_log::CommitLog;
 use crate::config::FlushDiskType;
 use crate::consume_queue::{ConsumeQueueTable, CqUnit};
 use crate::error::StoreError;
-use crate::flush::{DispatchProgress, ServiceState, Waker};
+use crate::flush::DispatchProgress;
 use crate::index_service::IndexService;
+use crate::service::{ServiceState, Waker};
 
 /// Topic of delayed messages; its ConsumeQueue tags code is the delivery time.
 pub use comet_protocol::naming::SCHEDULE_TOPIC;

@@ -34,6 +34,7 @@ use crate::error::StoreError;
 use crate::index_file::{
     DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, IndexFile, IndexFlush, IndexPages, build_key,
 };
+use crate::os;
 
 /// Directory under the store root holding the IndexFiles.
 pub const INDEX_DIR: &str = "index";
@@ -72,26 +73,13 @@ pub fn time_millis_to_file_name(unix_ms: i64) -> String {
     format!("{year:04}{month:02}{day:02}{hour:02}{minute:02}{second:02}{millis:03}")
 }
 
-/// (year, month 1..=12, day, hour, minute, second) of `unix_secs` in local time.
+/// (year, month 1..=12, day, hour, minute, second) of `unix_secs` in local time (UTC if local
+/// time is unavailable).
 fn local_civil_time(unix_secs: i64) -> (i64, i64, i64, i64, i64, i64) {
-    #[allow(irrefutable_let_patterns)]
-    if let Ok(t) = libc::time_t::try_from(unix_secs) {
-        // SAFETY: `tm` is plain old data (zeroed is valid); `localtime_r` only writes into it.
-        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-        // SAFETY: both pointers are valid for the duration of the call.
-        let res = unsafe { libc::localtime_r(&t, &mut tm) };
-        if !res.is_null() {
-            return (
-                i64::from(tm.tm_year) + 1900,
-                i64::from(tm.tm_mon) + 1,
-                i64::from(tm.tm_mday),
-                i64::from(tm.tm_hour),
-                i64::from(tm.tm_min),
-                i64::from(tm.tm_sec),
-            );
-        }
+    match os::local_time(unix_secs) {
+        Some(t) => (t.year, t.month, t.day, t.hour, t.minute, t.second),
+        None => utc_civil_time(unix_secs),
     }
-    utc_civil_time(unix_secs)
 }
 
 /// Sort key of an IndexFile name: shorter (foreign) names first, then lexicographic.

@@ -18,6 +18,15 @@
 //! pages in the resident set).
 //!
 //! The broker's metadata (topics, groups, offsets) is not kept here: the store keeps messages.
+//!
+//! Unsafe code is denied crate-wide and allowed in three modules only, each `unsafe` block there
+//! with a `// SAFETY:` comment: [`mapped_file`] (creating memory mappings and reading and writing
+//! through them), [`index_file`] (the same for an IndexFile's mapping) and `os` (the operating
+//! system calls the standard library does not offer: local time, filesystem space, physical
+//! memory, `fallocate`, `sync_file_range`, `posix_fadvise`). Everything else calls their safe
+//! functions.
+
+#![deny(unsafe_code)]
 
 pub mod checkpoint;
 pub mod cleanup;
@@ -27,15 +36,21 @@ pub mod consume_queue;
 pub mod dispatch;
 pub mod error;
 pub mod flush;
+#[allow(unsafe_code)]
 pub mod index_file;
 pub mod index_service;
 pub mod live;
+#[allow(unsafe_code)]
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message_store;
+#[allow(unsafe_code)]
+mod os;
 pub mod page_release;
+pub mod page_release_trigger;
 pub mod recovery;
 pub mod replica;
+pub mod service;
 pub mod timer;
 pub mod zero_ahead;
 

@@ -40,7 +40,7 @@
 //! RocketMQ does.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use parking_lot::RwLock;
@@ -49,72 +49,28 @@ use crate::checkpoint::Checkpoint;
 use crate::commit_log::CommitLog;
 use crate::consume_queue::ConsumeQueueTable;
 use crate::error::StoreError;
-use crate::flush::{ServiceState, Waker};
 use crate::index_service::IndexService;
 use crate::mapped_file::{MappedFile, OS_PAGE_SIZE};
 use crate::recovery::abnormal_start;
+use crate::service::ServiceState;
 
-/// Default of `mappedPagesReleaseBytes`: bytes read from the CommitLog between two releases.
-pub const DEFAULT_MAPPED_PAGES_RELEASE_BYTES: u64 = 64 * 1024 * 1024;
+// The settings' defaults are kept with the other defaults in `config.rs`, and the trigger with
+// the CommitLog that counts into it; both are also named here, beside what they pace.
+pub use crate::config::{DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES, DEFAULT_MAPPED_PAGES_RELEASE_BYTES};
+pub use crate::page_release_trigger::PageReleaseTrigger;
+
 /// CommitLog bytes before the dispatch position left mapped (at most the release interval).
 pub const KEEP_BEHIND_DISPATCH: u64 = 8 * 1024 * 1024;
-/// Default of `commitLogPageCacheBytes`: CommitLog bytes behind the end left in the page cache.
-/// It holds a backlog of 1,000,000 messages of 1 KiB with room to spare.
-pub const DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 /// How long the release thread sleeps when nothing wakes it (it only checks for shutdown then).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// Every this many rounds, ConsumeQueue files nobody wrote since the last round are released
 /// too (pages consumers read from them); the other rounds skip them without a syscall.
 pub const CONSUME_QUEUE_SWEEP_ROUNDS: u64 = 16;
 
-/// Counts the bytes read from mapped store files and wakes the release thread every
-/// `threshold` of them. Lives in the [`CommitLog`], which every such read goes through.
-#[derive(Debug, Default)]
-pub struct PageReleaseTrigger {
-    read_bytes: AtomicU64,
-    threshold: u64,
-    waker: Waker,
-}
-
-impl PageReleaseTrigger {
-    /// A trigger that fires every `threshold` bytes; 0 never fires.
-    pub fn new(threshold: u64) -> Self {
-        Self {
-            read_bytes: AtomicU64::new(0),
-            threshold,
-            waker: Waker::new(),
-        }
-    }
-
-    /// Records `bytes` read through the mapping; wakes the release thread on crossing the
-    /// threshold (one atomic add otherwise).
-    pub fn note(&self, bytes: u64) {
-        if self.threshold == 0 || bytes == 0 {
-            return;
-        }
-        let before = self.read_bytes.fetch_add(bytes, Ordering::Relaxed);
-        if before < self.threshold && before.saturating_add(bytes) >= self.threshold {
-            self.waker.wake();
-        }
-    }
-
-    /// Whether pages are released at all (`mappedPagesReleaseBytes` > 0).
-    pub fn is_enabled(&self) -> bool {
-        self.threshold > 0
-    }
-
-    /// Whether a release is due; resets the count if so.
-    fn take_due(&self) -> bool {
-        if !self.is_enabled() || self.read_bytes.load(Ordering::Relaxed) < self.threshold {
-            return false;
-        }
-        self.read_bytes.store(0, Ordering::Relaxed);
-        true
-    }
-
-    fn keep_behind(&self) -> u64 {
-        KEEP_BEHIND_DISPATCH.min(self.threshold)
-    }
+/// CommitLog bytes before the dispatch position left mapped: [`KEEP_BEHIND_DISPATCH`], at most
+/// the release interval.
+fn keep_behind(trigger: &PageReleaseTrigger) -> u64 {
+    KEEP_BEHIND_DISPATCH.min(trigger.threshold())
 }
 
 /// What one release covered, in bytes: the ranges handed to `madvise`, whether or not their
@@ -195,7 +151,7 @@ impl PageReleaseService {
                         Err(e) => tracing::warn!(error = %e, "releasing mapped pages failed"),
                     }
                 }
-                service.commit_log.page_release().waker.wait(IDLE_WAIT);
+                service.commit_log.page_release().waker().wait(IDLE_WAIT);
                 due = service.commit_log.page_release().take_due();
             }
         })
@@ -203,7 +159,7 @@ impl PageReleaseService {
 
     /// Stops and joins the thread.
     pub fn shutdown(&self) {
-        self.state.stop(&self.commit_log.page_release().waker);
+        self.state.stop(self.commit_log.page_release().waker());
     }
 
     /// One round over the CommitLog, the ConsumeQueues and the index (see the module docs);
@@ -211,7 +167,7 @@ impl PageReleaseService {
     pub fn release_once(&self, all_queues: bool) -> Result<ReleasedPages, StoreError> {
         let mut released = ReleasedPages::default();
         let keep_from = (self.dispatched)().saturating_sub(
-            i64::try_from(self.commit_log.page_release().keep_behind()).unwrap_or(0),
+            i64::try_from(keep_behind(self.commit_log.page_release())).unwrap_or(0),
         );
         let files = self.commit_log.mapped_file_queue().files();
         // Before the unmapping below: this reads the first record of recent segments.
@@ -532,29 +488,5 @@ mod tests {
         // Nothing was lost: every message reads back (from disk where it was dropped).
         check_all(&store);
         store.shutdown().unwrap_or_else(|e| panic!("shutdown: {e}"));
-    }
-
-    #[test]
-    fn the_trigger_fires_once_per_threshold_and_never_when_off() {
-        let trigger = PageReleaseTrigger::new(100);
-        trigger.note(60);
-        assert!(!trigger.take_due());
-        trigger.note(60);
-        assert!(trigger.take_due());
-        assert!(!trigger.take_due(), "taking resets the count");
-        assert!(
-            trigger.waker.wait(Duration::ZERO),
-            "crossing woke the thread"
-        );
-        trigger.note(99);
-        assert!(
-            !trigger.waker.wait(Duration::ZERO),
-            "no wake below the threshold"
-        );
-
-        let off = PageReleaseTrigger::new(0);
-        off.note(u64::MAX);
-        assert!(!off.take_due());
-        assert!(!off.waker.wait(Duration::ZERO));
     }
 }

@@ -27,15 +27,8 @@ use std::sync::atomic::Ordering;
 use comet_protocol::message::record::{self, MIN_RECORD_SIZE, PHYSICAL_OFFSET_POS};
 use comet_protocol::message::{BLANK_ENTRY_LEN, BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2};
 
-use crate::commit_log::CommitLog;
+use crate::commit_log::{CommitLog, ReplicaTail};
 use crate::error::StoreError;
-
-/// Where the complete records of a replicated log end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ReplicaTail {
-    /// Start of the first record (or BLANK entry) not yet complete.
-    pub(crate) complete_end: i64,
-}
 
 impl CommitLog {
     /// Up to `max_len` bytes of the log from `offset`: the written bytes of the segment holding

@@ -37,11 +37,13 @@ use std::time::Duration;
 use crate::commit_log::CommitLog;
 use crate::config::FlushDiskType;
 use crate::error::StoreError;
-use crate::flush::{ServiceState, Waker};
 use crate::mapped_file::OS_PAGE_SIZE;
+use crate::service::{ServiceState, Waker};
 
-/// Default of `commitLogZeroAheadBytes`: bytes kept prepared after the append position.
-pub const DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES: u64 = 8 * 1024 * 1024;
+// The setting's default is kept with the other defaults in `config.rs`; it is also named here,
+// beside what the setting does.
+pub use crate::config::DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES;
+
 /// Appended bytes between two rounds: under SYNC_FLUSH each round's writeback is about that
 /// large, and the msyncs queued behind it wait for it (4 MiB rounds, 8 s of 32 synchronous
 /// senders: send p99 2.9–4.2 ms against 1.8–2.5 ms without zeros ahead).

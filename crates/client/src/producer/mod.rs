@@ -68,10 +68,10 @@ pub use selector::{
     JavaHash, MessageQueueSelector, SelectMessageQueueByHash, SelectMessageQueueByRandom,
 };
 use send::{expect_result, remaining};
-pub use transaction::{
-    LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
+pub use transaction::{TransactionProducer, TransactionSendResult};
+pub use transaction_listener::{
+    AsyncTransactionListener, LocalTransactionState, TransactionListener,
 };
-pub use transaction_listener::AsyncTransactionListener;
 pub use validate::{check_group, check_topic};
 
 /// `sendMsgTimeout`: the whole send, retries included.

@@ -20,7 +20,7 @@ use std::sync::{Arc, Weak};
 
 use comet_protocol::code::RequestCode;
 use comet_protocol::headers::{
-    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, RpcHeader, transaction_flag,
+    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, RpcHeader,
 };
 use comet_protocol::message::id::decode_offset_msg_id;
 use comet_protocol::message::properties::keys;
@@ -28,6 +28,9 @@ use tokio::sync::Semaphore;
 
 use super::hook::EndTransactionContext;
 use super::transaction_listener::{Async, AsyncTransactionListener, Blocking, Runner};
+// The listener's contract lives with the listener; also named here, beside the producer that
+// runs it.
+pub use super::transaction_listener::{LocalTransactionState, TransactionListener};
 use super::{DefaultMQProducer, ProducerConfig, ProducerInner, SendResult, SendStatus};
 use crate::error::{ClientError, Result};
 use crate::instance::MQClientInstance;
@@ -37,46 +40,6 @@ use crate::message::{Message, MessageExt};
 pub const CHECK_CONCURRENCY: usize = 1;
 /// Checks waiting to run before new ones are dropped (Java `checkRequestHoldMax`).
 pub const CHECK_QUEUE_CAPACITY: usize = 2000;
-
-/// The outcome of a local transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LocalTransactionState {
-    /// Deliver the message.
-    CommitMessage,
-    /// Drop the message.
-    RollbackMessage,
-    /// Not decided yet: the broker will check later.
-    Unknown,
-}
-
-impl LocalTransactionState {
-    /// The `commitOrRollback` value of END_TRANSACTION.
-    pub fn commit_or_rollback(self) -> i32 {
-        match self {
-            LocalTransactionState::CommitMessage => transaction_flag::COMMIT,
-            LocalTransactionState::RollbackMessage => transaction_flag::ROLLBACK,
-            LocalTransactionState::Unknown => transaction_flag::NOT_TYPE,
-        }
-    }
-}
-
-/// The application side of transactional messages.
-///
-/// `execute_local_transaction` runs on the task that called
-/// [`TransactionProducer::send_message_in_transaction`], right after the half was stored; it
-/// should be short or non-blocking. `check_local_transaction` runs on a blocking thread of the
-/// check pool and may block (database lookups are the usual case).
-pub trait TransactionListener: Send + Sync + 'static {
-    /// Runs the local transaction for `msg` (`arg` is what the sender passed along).
-    fn execute_local_transaction(
-        &self,
-        msg: &Message,
-        arg: &(dyn Any + Send + Sync),
-    ) -> LocalTransactionState;
-
-    /// Tells the broker how the transaction of a pending half ended.
-    fn check_local_transaction(&self, msg: &MessageExt) -> LocalTransactionState;
-}
 
 /// What [`TransactionProducer::send_message_in_transaction`] reports.
 #[derive(Debug, Clone, PartialEq)]

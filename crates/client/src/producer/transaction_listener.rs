@@ -1,6 +1,8 @@
-//! The two shapes of a transaction listener, and the one the transaction producer runs.
+//! The two shapes of a transaction listener, what they answer, and the one the transaction
+//! producer runs.
 //!
-//! [`TransactionListener`] is RocketMQ's interface as it is: two blocking methods. A check runs
+//! [`TransactionListener`] is RocketMQ's interface as it is: two blocking methods, each answering
+//! a [`LocalTransactionState`]. A check runs
 //! on a blocking thread, so it may query a database with a blocking driver.
 //! [`AsyncTransactionListener`] is the same contract for applications whose local transactions
 //! are async (an async database driver, a call to another service): its methods are written as
@@ -11,11 +13,52 @@ use std::any::Any;
 use std::future::Future;
 use std::sync::Arc;
 
+use comet_protocol::headers::transaction_flag;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::transaction::{LocalTransactionState, TransactionListener};
 use crate::message::{Message, MessageExt};
+
+/// The outcome of a local transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LocalTransactionState {
+    /// Deliver the message.
+    CommitMessage,
+    /// Drop the message.
+    RollbackMessage,
+    /// Not decided yet: the broker will check later.
+    Unknown,
+}
+
+impl LocalTransactionState {
+    /// The `commitOrRollback` value of END_TRANSACTION.
+    pub fn commit_or_rollback(self) -> i32 {
+        match self {
+            LocalTransactionState::CommitMessage => transaction_flag::COMMIT,
+            LocalTransactionState::RollbackMessage => transaction_flag::ROLLBACK,
+            LocalTransactionState::Unknown => transaction_flag::NOT_TYPE,
+        }
+    }
+}
+
+/// The application side of transactional messages.
+///
+/// `execute_local_transaction` runs on the task that called
+/// [`TransactionProducer::send_message_in_transaction`](super::TransactionProducer::send_message_in_transaction),
+/// right after the half was stored; it should be short or non-blocking.
+/// `check_local_transaction` runs on a blocking thread of the check pool and may block
+/// (database lookups are the usual case).
+pub trait TransactionListener: Send + Sync + 'static {
+    /// Runs the local transaction for `msg` (`arg` is what the sender passed along).
+    fn execute_local_transaction(
+        &self,
+        msg: &Message,
+        arg: &(dyn Any + Send + Sync),
+    ) -> LocalTransactionState;
+
+    /// Tells the broker how the transaction of a pending half ended.
+    fn check_local_transaction(&self, msg: &MessageExt) -> LocalTransactionState;
+}
 
 /// The application side of transactional messages, with async methods (an `async fn` in the
 /// implementation satisfies each method; its future must be `Send`).

@@ -16,6 +16,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::json_string::write_json_string;
 use crate::error::{ProtocolError, Result};
 
 pub use super::writer::{to_fastjson, to_fastjson_bytes, to_standard_json, to_standard_json_bytes};
@@ -343,43 +344,6 @@ impl Parser<'_> {
 /// Characters fastjson may write in an unquoted key (numbers, and identifier-like names).
 fn is_bare_key_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'-' | b'+' | b'.')
-}
-
-/// Appends `s` as a standard JSON string literal (UTF-8 kept, control characters escaped).
-pub(crate) fn write_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    let mut run = 0;
-    for (i, c) in s.char_indices() {
-        let esc = match c {
-            '"' => "\\\"",
-            '\\' => "\\\\",
-            '\n' => "\\n",
-            '\r' => "\\r",
-            '\t' => "\\t",
-            '\u{8}' => "\\b",
-            '\u{c}' => "\\f",
-            c if (c as u32) < 0x20 => "",
-            _ => continue,
-        };
-        out.push_str(&s[run..i]);
-        if esc.is_empty() {
-            push_unicode_escape(out, c as u32);
-        } else {
-            out.push_str(esc);
-        }
-        run = i + c.len_utf8();
-    }
-    out.push_str(&s[run..]);
-    out.push('"');
-}
-
-/// Appends `\uXXXX` for one UTF-16 code unit.
-pub(crate) fn push_unicode_escape(out: &mut String, unit: u32) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push_str("\\u");
-    for shift in [12, 8, 4, 0] {
-        out.push(HEX[((unit >> shift) & 0xF) as usize] as char);
-    }
 }
 
 #[cfg(test)]

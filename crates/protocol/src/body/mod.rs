@@ -8,6 +8,7 @@
 
 pub mod acl;
 pub mod heartbeat;
+mod json_string;
 pub mod lenient;
 pub mod lock;
 pub mod queue;

@@ -20,7 +20,7 @@ use std::fmt::{self, Display, Write as _};
 
 use serde::ser::{self, Impossible, Serialize};
 
-use super::lenient::{push_unicode_escape, write_json_string};
+use super::json_string::{push_unicode_escape, write_json_string};
 use crate::error::{ProtocolError, Result};
 
 /// Serializes `value` in fastjson's default (legacy) form: bare integer keys, object keys.

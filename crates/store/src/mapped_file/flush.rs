@@ -2,7 +2,6 @@
 //! from the process and its flushed pages from the page cache, and preparing its blocks ahead of
 //! the appends (zeros or `fallocate`).
 
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 
@@ -10,6 +9,7 @@ use memmap2::{MmapRaw, UncheckedAdvice};
 
 use super::{ALLOCATE_AHEAD_CHUNK, MappedFile, OS_PAGE_SIZE, ZERO_AHEAD_CHUNK, ZEROS};
 use crate::error::StoreError;
+use crate::os;
 
 /// Unmaps the whole pages inside `[start, end)` of `map` from this process (`MADV_DONTNEED`;
 /// an `end` at or past the map's end includes its last page) and returns how many bytes that
@@ -44,81 +44,6 @@ pub(crate) fn release_mapped_pages(
     Ok(end - start)
 }
 
-/// Starts writing `[start, start + len)` back without waiting (`sync_file_range(WRITE)`).
-#[cfg(target_os = "linux")]
-fn start_writeback(file: &File, start: usize, len: usize) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let (Ok(start), Ok(len)) = (libc::off64_t::try_from(start), libc::off64_t::try_from(len))
-    else {
-        return Ok(());
-    };
-    // SAFETY: a plain syscall on an open descriptor; no memory is passed.
-    let rc =
-        unsafe { libc::sync_file_range(file.as_raw_fd(), start, len, libc::SYNC_FILE_RANGE_WRITE) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn start_writeback(_file: &File, _start: usize, _len: usize) -> std::io::Result<()> {
-    Ok(())
-}
-
-/// Allocates the blocks of `[start, start + len)` without writing them (`fallocate`, mode 0:
-/// the file's size and contents stay as they are; unwritten blocks read as zeros).
-#[cfg(target_os = "linux")]
-fn allocate_blocks(file: &File, start: usize, len: usize) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let (Ok(start), Ok(len)) = (libc::off64_t::try_from(start), libc::off64_t::try_from(len))
-    else {
-        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    };
-    // SAFETY: a plain syscall on an open descriptor; no memory is passed.
-    let rc = unsafe { libc::fallocate64(file.as_raw_fd(), 0, start, len) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn allocate_blocks(_file: &File, _start: usize, _len: usize) -> std::io::Result<()> {
-    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
-}
-
-/// Whether `e` says the filesystem cannot allocate blocks ahead (no `fallocate`).
-fn allocation_unsupported(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::Unsupported
-        || e.raw_os_error() == Some(libc::EOPNOTSUPP)
-        || e.raw_os_error() == Some(libc::ENOSYS)
-}
-
-/// `posix_fadvise(POSIX_FADV_DONTNEED)` on `[start, start + len)` of `file`.
-#[cfg(target_os = "linux")]
-fn advise_dont_need(file: &File, start: usize, len: usize) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let (Ok(off), Ok(len)) = (libc::off_t::try_from(start), libc::off_t::try_from(len)) else {
-        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    };
-    // SAFETY: plain syscall on a descriptor we own; no memory is passed.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), off, len, libc::POSIX_FADV_DONTNEED) };
-    // posix_fadvise returns the error number instead of setting errno.
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::from_raw_os_error(rc))
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_dont_need(_file: &File, _start: usize, _len: usize) -> std::io::Result<()> {
-    Ok(())
-}
-
 impl MappedFile {
     /// Unmaps this file's pages below `pos` from the process (see [`release_mapped_pages`]);
     /// returns the bytes that covered.
@@ -137,7 +62,7 @@ impl MappedFile {
         if start >= end {
             return Ok(0);
         }
-        advise_dont_need(&self.file, start, end - start)
+        os::advise_dont_need(&self.file, start as u64, (end - start) as u64)
             .map_err(|e| StoreError::io(&self.path, e))?;
         Ok(end - start)
     }
@@ -180,7 +105,7 @@ impl MappedFile {
             zeroed += end - start;
         }
         if let Some(start) = first {
-            start_writeback(&self.file, start, zeroed)
+            os::start_writeback(&self.file, start as u64, zeroed as u64)
                 .map_err(|e| StoreError::io(&self.path, e))?;
         }
         Ok(zeroed)
@@ -217,9 +142,9 @@ impl MappedFile {
                 return Ok(Some(allocated));
             }
             let end = (start + ALLOCATE_AHEAD_CHUNK).min(to);
-            match allocate_blocks(&self.file, start, end - start) {
+            match os::allocate(&self.file, start as u64, (end - start) as u64) {
                 Ok(()) => {}
-                Err(e) if allocated == 0 && allocation_unsupported(&e) => return Ok(None),
+                Err(e) if allocated == 0 && os::is_unsupported(&e) => return Ok(None),
                 Err(e) => return Err(StoreError::io(&self.path, e)),
             }
             self.prepared_to.store(end, Ordering::Relaxed);

@@ -13,6 +13,7 @@ use super::{
     ZERO_SCAN_CHUNK,
 };
 use crate::error::StoreError;
+use crate::os;
 
 /// Keeps a mapping alive for a zero-copy [`Bytes`] slice.
 struct MapSlice {
@@ -283,27 +284,8 @@ impl MappedFile {
 
     /// Deallocates `[start, start + len)` with `fallocate(PUNCH_HOLE)`; the range then reads as
     /// zeros through the mapping. Returns false if the filesystem does not support it.
-    #[cfg(target_os = "linux")]
     fn punch_hole(&self, start: usize, len: usize) -> bool {
-        use std::os::fd::AsRawFd;
-        let (Ok(off), Ok(l)) = (libc::off_t::try_from(start), libc::off_t::try_from(len)) else {
-            return false;
-        };
-        // SAFETY: plain syscall on a descriptor we own; no memory is passed.
-        let rc = unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                off,
-                l,
-            )
-        };
-        rc == 0
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn punch_hole(&self, _start: usize, _len: usize) -> bool {
-        false
+        os::punch_hole(&self.file, start as u64, len as u64).is_ok()
     }
 }
 

@@ -374,27 +374,14 @@ pub(crate) fn resident_bytes_of(path: &Path) -> u64 {
 #[cfg(all(test, target_os = "linux"))]
 pub(crate) fn cached_bytes_of(path: &Path) -> (u64, bool) {
     let file = File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let mut fs = std::mem::MaybeUninit::<libc::statfs>::zeroed();
-    // SAFETY: fstatfs fills the struct it is given; the descriptor is open.
-    let rc = unsafe { libc::fstatfs(std::os::fd::AsRawFd::as_raw_fd(&file), fs.as_mut_ptr()) };
-    assert_eq!(rc, 0, "fstatfs {}", path.display());
-    // SAFETY: initialised by the successful call above.
-    let droppable = unsafe { fs.assume_init() }.f_type != libc::TMPFS_MAGIC;
+    let droppable = !crate::os::is_on_tmpfs(&file)
+        .unwrap_or_else(|e| panic!("fstatfs {}: {e}", path.display()));
     // SAFETY: a read-only shared mapping of a file nobody truncates during the test.
     let map = unsafe { MmapOptions::new().map(&file) }
         .unwrap_or_else(|e| panic!("map {}: {e}", path.display()));
-    let mut pages = vec![0u8; map.len().div_ceil(OS_PAGE_SIZE)];
-    // SAFETY: the address is the page-aligned start of a live mapping of `map.len()` bytes and
-    // the vector holds one byte per page of it.
-    let rc = unsafe {
-        libc::mincore(
-            map.as_ptr() as *mut libc::c_void,
-            map.len(),
-            pages.as_mut_ptr(),
-        )
-    };
-    assert_eq!(rc, 0, "mincore {}", path.display());
-    let cached = pages.iter().filter(|p| *p & 1 == 1).count() as u64;
+    let pages = crate::os::resident_pages(&map)
+        .unwrap_or_else(|e| panic!("mincore {}: {e}", path.display()));
+    let cached = pages.iter().filter(|cached| **cached).count() as u64;
     (cached * OS_PAGE_SIZE as u64, droppable)
 }
 

@@ -1,6 +1,6 @@
 //! Opening a store (lock, load, recovery, the background services) and shutting it down.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -17,16 +17,17 @@ use crate::config::MessageStoreConfig;
 use crate::consume_queue::ConsumeQueueTable;
 use crate::dispatch::{Dispatcher, ReputService};
 use crate::error::StoreError;
-use crate::flush::{CommitLogFlusher, DispatchProgress, FlushConsumeQueueService, Waker};
+use crate::flush::{CommitLogFlusher, DispatchProgress, FlushConsumeQueueService};
 use crate::index_service::{IndexConfig, IndexService};
 use crate::live::LiveSettings;
+use crate::os;
 use crate::page_release::PageReleaseService;
 use crate::recovery::{RecoveryContext, recover};
+use crate::service::Waker;
 use crate::zero_ahead::{AheadMethod, ZeroAheadService};
 
 /// Takes an exclusive `flock` on the store's `lock` file.
 fn acquire_lock(path: &Path) -> Result<File, StoreError> {
-    use std::os::fd::AsRawFd;
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -34,14 +35,11 @@ fn acquire_lock(path: &Path) -> Result<File, StoreError> {
         .truncate(false)
         .open(path)
         .map_err(|e| StoreError::io(path, e))?;
-    // SAFETY: plain syscall on a descriptor we own.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.kind() == std::io::ErrorKind::WouldBlock {
-            return Err(StoreError::Locked(path.to_path_buf()));
-        }
-        return Err(StoreError::io(path, err));
+    // `File::try_lock` is `flock(LOCK_EX | LOCK_NB)` on the platforms we build for.
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => return Err(StoreError::Locked(path.to_path_buf())),
+        Err(TryLockError::Error(err)) => return Err(StoreError::io(path, err)),
     }
     file.set_len(0).map_err(|e| StoreError::io(path, e))?;
     file.write_all(b"lock")
@@ -59,17 +57,7 @@ fn create_abort_file(path: &Path) -> Result<(), StoreError> {
 
 /// Bytes of RAM (physical pages × page size), `u64::MAX` when the system does not say.
 fn total_physical_memory() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let (pages, page_size) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    match (u64::try_from(pages), u64::try_from(page_size)) {
-        (Ok(p), Ok(s)) => p.saturating_mul(s),
-        _ => u64::MAX,
-    }
+    os::physical_memory_bytes().unwrap_or(u64::MAX)
 }
 
 /// The background services of a store, built once recovery found where the log ends.

@@ -12,10 +12,10 @@ use crate::commit_log::CommitLog;
 use crate::config::MessageStoreConfig;
 use crate::consume_queue::ConsumeQueueTable;
 use crate::error::StoreError;
-use crate::flush::{ServiceState, Waker};
 use crate::index_service::IndexService;
 use crate::live::{LiveSettings, LiveStoreSettings};
 use crate::page_release::ReleasedPages;
+use crate::service::{ServiceState, Waker};
 
 /// Retention thread: deletes old CommitLog segments, then the ConsumeQueue and index files
 /// that pointed only into them, and watches disk usage.

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use comet_protocol::message::{record, sysflag};
+use parking_lot::RwLock;
 
-use super::RecoveryContext;
 use crate::consume_queue::{ConsumeQueueTable, SharedConsumeQueue};
 use crate::dispatch::{DispatchRequest, SCHEDULE_TOPIC};
+use crate::index_service::IndexService;
 
 /// Which records every derived structure already holds, learnt from the verification scan so
 /// that after a crash each record of the verified range is decoded once, not three times (verify,
@@ -47,8 +48,9 @@ struct KnownQueue {
 }
 
 impl<'a> Coverage<'a> {
-    pub(super) fn new(ctx: &RecoveryContext<'a>) -> Self {
-        let index_end = ctx.index.map(|index| {
+    /// Nothing covered yet, over the store's `queues` and `index` (if it has one).
+    pub(super) fn new(queues: &'a ConsumeQueueTable, index: Option<&RwLock<IndexService>>) -> Self {
+        let index_end = index.map(|index| {
             index
                 .read()
                 .files()
@@ -58,7 +60,7 @@ impl<'a> Coverage<'a> {
                 .map_or(-1, |f| f.header().end_phy_offset)
         });
         Coverage {
-            queues: ctx.queues,
+            queues,
             known: Vec::new(),
             index_end,
             first_uncovered: None,

@@ -246,7 +246,7 @@ pub fn recover(ctx: &RecoveryContext<'_>, abnormal: bool) -> Result<RecoveryRepo
         ..RecoveryReport::default()
     };
     let mut damaged = ctx.queues.recover_all()?;
-    let mut coverage = Coverage::new(ctx);
+    let mut coverage = Coverage::new(ctx.queues, ctx.index);
     let mut pages = RecoveryPages::new(ctx.commit_log);
     let end = verify_log(ctx, &mut coverage, &mut report, &mut damaged, &mut pages)?;
     report.max_phy_offset = end;

@@ -9,6 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Result, StoreError};
+use crate::os;
 
 /// Bytes of one record: deliver time, CommitLog offset, size, magic, previous position.
 pub const UNIT_SIZE: u64 = 32;
@@ -122,7 +123,7 @@ impl TimerLog {
         if pos <= self.released {
             return;
         }
-        if let Err(e) = punch_hole(&self.file, self.released, pos - self.released) {
+        if let Err(e) = os::punch_hole(&self.file, self.released, pos - self.released) {
             tracing::debug!(path = %self.path.display(), error = %e, "timer log blocks not released");
         }
         self.released = pos;
@@ -201,27 +202,4 @@ impl TimerLog {
             .sync_data()
             .map_err(|e| StoreError::io(&self.path, e))
     }
-}
-
-/// `fallocate(PUNCH_HOLE | KEEP_SIZE)` on `[start, start + len)`.
-#[cfg(target_os = "linux")]
-fn punch_hole(file: &File, start: u64, len: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let (Ok(start), Ok(len)) = (libc::off64_t::try_from(start), libc::off64_t::try_from(len))
-    else {
-        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    };
-    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-    // SAFETY: a plain syscall on an open descriptor; no memory is passed.
-    let rc = unsafe { libc::fallocate64(file.as_raw_fd(), mode, start, len) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn punch_hole(_file: &File, _start: u64, _len: u64) -> std::io::Result<()> {
-    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
 }
