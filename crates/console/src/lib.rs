@@ -17,6 +17,7 @@ mod assets;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod guard;
 pub mod history;
 pub mod sampler;
 pub mod state;

@@ -143,7 +143,7 @@ async fn sessions_expire_after_the_idle_timeout_and_at_logout() {
     let refresh = axum::http::Request::builder()
         .uri("/api/overview")
         .header(header::COOKIE, &login.cookie)
-        .header(comet_console::auth::BACKGROUND_HEADER, "1")
+        .header(comet_console::guard::BACKGROUND_HEADER, "1")
         .body(axum::body::Body::empty())
         .expect("request");
     let refreshed = tower::ServiceExt::oneshot(env.router.clone(), refresh)

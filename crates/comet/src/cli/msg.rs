@@ -4,12 +4,11 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use comet_client::MessageExt;
 use comet_client::admin::MQAdmin;
 use comet_client::admin::message::DEFAULT_QUERY_MAX_NUM;
 use comet_client::trace::{self, TraceContext, TraceType};
 
-use super::{ConnectArgs, Table, format_millis, message_json, parse_time, printable_body};
+use super::{ConnectArgs, Table, format_millis, message_json, parse_time};
 
 #[derive(Debug, Args)]
 pub struct MsgArgs {
@@ -159,7 +158,7 @@ async fn execute(admin: &MQAdmin, command: MsgCommand, json: bool) -> Result<()>
                 }
                 println!("{value}");
             } else {
-                print_message_detail(&msg);
+                super::msg_browse::print_message_detail(&msg);
             }
         }
         MsgCommand::ByUniqueKey { topic, id } => {
@@ -250,44 +249,5 @@ fn print_traces(records: &[TraceContext], json: bool) {
             detail,
         ]);
     }
-    table.print();
-}
-
-/// mqadmin-style detail of one message.
-pub fn print_message_detail(msg: &MessageExt) {
-    let mut table = Table::new(["FIELD", "VALUE"]);
-    table.row(["Topic".to_owned(), msg.topic.clone()]);
-    table.row(["Tags".to_owned(), msg.tags().unwrap_or("").to_owned()]);
-    table.row(["Keys".to_owned(), msg.keys().collect::<Vec<_>>().join(" ")]);
-    table.row(["Msg Id".to_owned(), msg.msg_id()]);
-    table.row(["Offset Msg Id".to_owned(), msg.offset_msg_id()]);
-    table.row(["Queue ID".to_owned(), msg.queue_id.to_string()]);
-    table.row(["Queue Offset".to_owned(), msg.queue_offset.to_string()]);
-    table.row([
-        "CommitLog Offset".to_owned(),
-        msg.commit_log_offset.to_string(),
-    ]);
-    table.row([
-        "Reconsume Times".to_owned(),
-        msg.reconsume_times.to_string(),
-    ]);
-    table.row([
-        "Born Timestamp".to_owned(),
-        format_millis(msg.born_timestamp),
-    ]);
-    table.row([
-        "Store Timestamp".to_owned(),
-        format_millis(msg.store_timestamp),
-    ]);
-    table.row(["Born Host".to_owned(), msg.born_host.to_string()]);
-    table.row(["Store Host".to_owned(), msg.store_host.to_string()]);
-    table.row(["System Flag".to_owned(), msg.sys_flag.to_string()]);
-    let props: Vec<String> = msg
-        .properties
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    table.row(["Properties".to_owned(), props.join(", ")]);
-    table.row(["Body".to_owned(), printable_body(&msg.body)]);
     table.print();
 }

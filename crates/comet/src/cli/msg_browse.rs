@@ -5,7 +5,6 @@ use anyhow::{Result, bail};
 use comet_client::MessageExt;
 use comet_client::admin::MQAdmin;
 
-use super::msg::print_message_detail;
 use super::{Table, format_millis, message_json, printable_body};
 
 /// Most messages `msg print` shows unless told otherwise.
@@ -63,4 +62,43 @@ pub async fn by_offset(
         print_message_detail(&msg);
     }
     Ok(())
+}
+
+/// mqadmin-style detail of one message.
+pub fn print_message_detail(msg: &MessageExt) {
+    let mut table = Table::new(["FIELD", "VALUE"]);
+    table.row(["Topic".to_owned(), msg.topic.clone()]);
+    table.row(["Tags".to_owned(), msg.tags().unwrap_or("").to_owned()]);
+    table.row(["Keys".to_owned(), msg.keys().collect::<Vec<_>>().join(" ")]);
+    table.row(["Msg Id".to_owned(), msg.msg_id()]);
+    table.row(["Offset Msg Id".to_owned(), msg.offset_msg_id()]);
+    table.row(["Queue ID".to_owned(), msg.queue_id.to_string()]);
+    table.row(["Queue Offset".to_owned(), msg.queue_offset.to_string()]);
+    table.row([
+        "CommitLog Offset".to_owned(),
+        msg.commit_log_offset.to_string(),
+    ]);
+    table.row([
+        "Reconsume Times".to_owned(),
+        msg.reconsume_times.to_string(),
+    ]);
+    table.row([
+        "Born Timestamp".to_owned(),
+        format_millis(msg.born_timestamp),
+    ]);
+    table.row([
+        "Store Timestamp".to_owned(),
+        format_millis(msg.store_timestamp),
+    ]);
+    table.row(["Born Host".to_owned(), msg.born_host.to_string()]);
+    table.row(["Store Host".to_owned(), msg.store_host.to_string()]);
+    table.row(["System Flag".to_owned(), msg.sys_flag.to_string()]);
+    let props: Vec<String> = msg
+        .properties
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    table.row(["Properties".to_owned(), props.join(", ")]);
+    table.row(["Body".to_owned(), printable_body(&msg.body)]);
+    table.print();
 }

@@ -17,8 +17,8 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::pickers::show_system;
 use super::producers::version_text;
+use super::show_system;
 use super::{Params, check_group, check_topic, parse_json};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;

@@ -34,6 +34,7 @@ use serde_json::{Value, json};
 use crate::assets;
 use crate::auth::{self, Session};
 use crate::error::{ApiError, ApiResult};
+use crate::guard;
 use crate::state::AppState;
 
 /// Largest page of a list.
@@ -69,7 +70,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(messages::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_session,
+            guard::require_session,
         ));
     Router::new()
         .route("/login", get(assets::login_page))
@@ -306,4 +307,15 @@ pub fn message_json(msg: &MessageExt) -> Value {
         "bodyText": String::from_utf8_lossy(&msg.body),
         "bodyBase64": base64::engine::general_purpose::STANDARD.encode(&msg.body),
     })
+}
+
+/// Whether a `system=true|false` parameter asks for system names too.
+pub fn show_system(params: &Params) -> ApiResult<bool> {
+    match params.text("system")? {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "system must be true or false, got {other:?}"
+        ))),
+    }
 }

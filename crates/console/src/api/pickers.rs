@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::Params;
 use super::producers::online_producers;
+use super::show_system;
 use super::topics::topic_kind;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -30,17 +31,6 @@ pub const MAX_PICKER_ITEMS: usize = 5000;
 
 pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new().route("/api/pickers/{kind}", get(picker))
-}
-
-/// Whether a `system=true|false` parameter asks for system names too.
-pub fn show_system(params: &Params) -> ApiResult<bool> {
-    match params.text("system")? {
-        None | Some("false") => Ok(false),
-        Some("true") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "system must be true or false, got {other:?}"
-        ))),
-    }
 }
 
 async fn picker(

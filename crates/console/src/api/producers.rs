@@ -14,7 +14,7 @@ use comet_protocol::version::version_name;
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-use super::pickers::show_system;
+use super::show_system;
 use super::{Params, check_group, check_topic};
 use crate::error::ApiResult;
 use crate::state::AppState;

@@ -16,7 +16,7 @@ use comet_protocol::naming;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::pickers::show_system;
+use super::show_system;
 use super::{Params, check_topic, parse_json};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
