@@ -21,14 +21,22 @@ ALLOWED = {
     "comet-acl": {"comet-protocol", "comet-remoting"},
     "comet-broker": {
         "comet-protocol", "comet-remoting", "comet-config-file", "comet-store", "comet-acl",
+    },
+    "comet-grpc": {
+        "comet-protocol", "comet-remoting", "comet-store", "comet-acl", "comet-broker",
         "comet-grpc-proto",
+    },
+    # The test harness (a dev-dependency only) starts whatever the tests need.
+    "comet-testkit": {
+        "comet-protocol", "comet-remoting", "comet-store", "comet-namesrv", "comet-broker",
+        "comet-grpc", "comet-grpc-proto",
     },
     "comet-client": {"comet-protocol", "comet-remoting", "comet-acl"},
     "comet-reliability": {"comet-protocol", "comet-remoting", "comet-client"},
     "comet-console": {"comet-protocol", "comet-client"},
     "comet": {
         "comet-protocol", "comet-remoting", "comet-namesrv", "comet-broker", "comet-client",
-        "comet-grpc-proto",
+        "comet-grpc", "comet-grpc-proto",
         "comet-console",
     },
 }

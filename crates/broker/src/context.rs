@@ -37,6 +37,8 @@ pub struct BrokerContext {
     pub consumer_offsets: Arc<ConsumerOffsetManager>,
     pub consumers: Arc<ConsumerManager>,
     pub producers: Arc<ProducerManager>,
+    /// The clients without a remoting connection of their own (gRPC clients), by channel.
+    pub local_clients: crate::client::LocalClients,
     pub rebalance_locks: Arc<RebalanceLockManager>,
     pub pull_hold: Arc<PullRequestHoldService>,
     pub schedule: Arc<ScheduleMessageService>,

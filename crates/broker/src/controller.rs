@@ -61,10 +61,6 @@ pub enum BrokerError {
     HaListen(SocketAddr, std::io::Error),
     #[error("cannot serve metrics on {0} (metricsPromExporterHost/metricsPromExporterPort): {1}")]
     MetricsListen(SocketAddr, std::io::Error),
-    #[error("cannot serve gRPC on {0} (grpcServerPort): {1}")]
-    GrpcListen(SocketAddr, std::io::Error),
-    #[error(transparent)]
-    GrpcTls(#[from] crate::grpc::tls::GrpcTlsError),
 }
 
 /// Starts brokers; see [`BrokerController::start`].
@@ -114,7 +110,6 @@ impl BrokerController {
             fast,
             ha_listener,
             metrics_listener,
-            grpc_listener,
         } = opened;
         let ha_port = replication.master.local_addr().map_or(0, |a| a.port());
         let ctx = build_context(
@@ -143,16 +138,6 @@ impl BrokerController {
                 Err(e) => tracing::error!(error = %e, "metrics endpoint not started"),
             }
         }
-        let grpc_addr = match grpc_listener {
-            Some((listener, tls)) => {
-                let (addr, task) =
-                    crate::grpc::serve(listener, tls, &ctx, &transactions, acl.clone());
-                tracing::info!(%addr, "gRPC endpoint (apache.rocketmq.v2) listening");
-                tasks.push(task);
-                Some(addr)
-            }
-            None => None,
-        };
 
         let server = server.start();
         let fast = fast.map(RemotingServer::start);
@@ -171,7 +156,8 @@ impl BrokerController {
             identity,
             local_addr,
             metrics_addr,
-            grpc_addr,
+            transactions,
+            acl,
         };
         handle.register_now().await;
         let registration = spawn_registration_task(&handle.ctx, handle.identity.clone());
@@ -224,8 +210,6 @@ struct Opened {
     ha_listener: tokio::net::TcpListener,
     /// The metrics endpoint, with `metricsExporterType=PROM`.
     metrics_listener: Option<tokio::net::TcpListener>,
-    /// The gRPC endpoint and its TLS settings, with `enableGrpcServer=true`.
-    grpc_listener: Option<(tokio::net::TcpListener, Option<crate::grpc::tls::GrpcTls>)>,
 }
 
 /// Loads the metadata tables and the ACL, and binds the listeners (main, fast, HA) with the ACL
@@ -272,16 +256,6 @@ async fn open_tables_and_bind(
     } else {
         None
     };
-    let grpc_listener = if config.serves_grpc() {
-        let addr = config.grpc_listen_addr();
-        let tls = crate::grpc::tls::GrpcTls::from_config(config)?;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| BrokerError::GrpcListen(addr, e))?;
-        Some((listener, tls))
-    } else {
-        None
-    };
     Ok(Opened {
         tables,
         acl,
@@ -289,7 +263,6 @@ async fn open_tables_and_bind(
         fast,
         ha_listener,
         metrics_listener,
-        grpc_listener,
     })
 }
 
@@ -311,6 +284,7 @@ fn build_context(
         consumer_offsets: tables.consumer_offsets,
         consumers: Arc::new(ConsumerManager::new(channel_expired)),
         producers: Arc::new(ProducerManager::new(channel_expired)),
+        local_clients: crate::client::LocalClients::default(),
         rebalance_locks: Arc::new(RebalanceLockManager::new(config.rebalance_lock_max_live())),
         pull_hold: Arc::new(PullRequestHoldService::new(
             config.long_polling_enable,
@@ -532,7 +506,10 @@ pub struct BrokerHandle {
     identity: BrokerIdentity,
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
-    grpc_addr: Option<SocketAddr>,
+    /// The transaction service (END_TRANSACTION and the checks), shared with other front ends.
+    transactions: Arc<TransactionService>,
+    /// The ACL under `aclEnable`, which other front ends check their requests with too.
+    acl: Option<Arc<PlainAccessValidator>>,
 }
 
 impl std::fmt::Debug for BrokerHandle {
@@ -571,9 +548,14 @@ impl BrokerHandle {
         self.metrics_addr
     }
 
-    /// Where the gRPC endpoint listens, with `enableGrpcServer=true`.
-    pub fn grpc_addr(&self) -> Option<SocketAddr> {
-        self.grpc_addr
+    /// The transaction service, for a front end that ends transactions.
+    pub fn transactions(&self) -> &Arc<TransactionService> {
+        &self.transactions
+    }
+
+    /// The ACL under `aclEnable`, for a front end that checks its requests against it.
+    pub fn acl(&self) -> Option<&Arc<PlainAccessValidator>> {
+        self.acl.as_ref()
     }
 
     /// `brokerIP1:port`, the address announced to name servers and written in message ids.

@@ -21,11 +21,11 @@ pub mod schedule;
 pub mod subscription_group;
 pub mod timer;
 pub mod topic_config;
+pub mod topic_message_type;
 pub mod transaction;
 
 pub mod client;
 pub mod filter;
-pub mod grpc;
 pub mod ha;
 pub mod long_polling;
 pub mod metrics;

@@ -1,8 +1,6 @@
 //! Admin commands against a real broker: topic and group management, route registration,
 //! statistics (consume lag), offset reset, broker config and runtime info.
 
-mod common;
-
 use comet_broker::BrokerConfig;
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{
@@ -18,7 +16,7 @@ use comet_protocol::headers::{
     GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader, ResetOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader, request_with_header,
 };
-use common::*;
+use comet_testkit::*;
 
 const SUCCESS: i32 = 0;
 

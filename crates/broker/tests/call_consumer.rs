@@ -3,8 +3,6 @@
 //! answers, and the admin's connection gets that answer back, or the broker's error when the
 //! client is not connected, too old, or the message does not exist.
 
-mod common;
-
 use std::sync::Arc;
 
 use comet_protocol::RemotingCommand;
@@ -15,7 +13,7 @@ use comet_protocol::headers::{
 };
 use comet_protocol::message::record;
 use comet_remoting::{Channel, ClientConfig, RemotingClient, RequestProcessor};
-use common::*;
+use comet_testkit::*;
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 

@@ -3,8 +3,6 @@
 //! (commit/query, QUERY_NOT_FOUND, oneway and answered updates, unknown group), queue offset
 //! lookups, queue locks, and CHECK_CLIENT_CONFIG.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +20,7 @@ use comet_protocol::headers::{
     request_with_header,
 };
 use comet_remoting::{Channel, ClientConfig, RemotingClient, RequestProcessor};
-use common::{TestBroker, heartbeat, send_v2, wait_until};
+use comet_testkit::{TestBroker, heartbeat, send_v2, wait_until};
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
@@ -56,7 +54,7 @@ fn listening_client() -> (RemotingClient, mpsc::UnboundedReceiver<String>) {
 }
 
 async fn next_notify(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
-    tokio::time::timeout(common::WAIT_DEADLINE, rx.recv())
+    tokio::time::timeout(comet_testkit::WAIT_DEADLINE, rx.recv())
         .await
         .expect("NOTIFY_CONSUMER_IDS_CHANGED within the deadline")
         .expect("recorder alive")
@@ -98,7 +96,7 @@ async fn heartbeat_list_notify_unregister_and_close() {
         .invoke(
             &broker.addr,
             heartbeat("10.0.0.1@a", GROUP, TOPIC),
-            common::RPC_TIMEOUT,
+            comet_testkit::RPC_TIMEOUT,
         )
         .await
         .expect("hb");
@@ -126,7 +124,7 @@ async fn heartbeat_list_notify_unregister_and_close() {
     a.invoke(
         &broker.addr,
         heartbeat("10.0.0.1@a", GROUP, TOPIC),
-        common::RPC_TIMEOUT,
+        comet_testkit::RPC_TIMEOUT,
     )
     .await
     .expect("hb");
@@ -135,7 +133,7 @@ async fn heartbeat_list_notify_unregister_and_close() {
     b.invoke(
         &broker.addr,
         heartbeat("10.0.0.2@b", GROUP, TOPIC),
-        common::RPC_TIMEOUT,
+        comet_testkit::RPC_TIMEOUT,
     )
     .await
     .expect("hb");
@@ -169,14 +167,14 @@ async fn heartbeat_list_notify_unregister_and_close() {
     let header = UnregisterClientRequestHeader {
         client_id: "10.0.0.1@a".to_owned(),
         consumer_group: Some(GROUP.to_owned()),
-        producer_group: Some(common::PRODUCER_GROUP.to_owned()),
+        producer_group: Some(comet_testkit::PRODUCER_GROUP.to_owned()),
         ..Default::default()
     };
     let rsp = a
         .invoke(
             &broker.addr,
             request_with_header(RequestCode::UnregisterClient, &header),
-            common::RPC_TIMEOUT,
+            comet_testkit::RPC_TIMEOUT,
         )
         .await
         .expect("unregister");
@@ -189,7 +187,7 @@ async fn heartbeat_list_notify_unregister_and_close() {
         broker
             .ctx()
             .producers
-            .group_channels(common::PRODUCER_GROUP)
+            .group_channels(comet_testkit::PRODUCER_GROUP)
             .is_empty()
     );
 

@@ -10,8 +10,6 @@
 //! "now" so that the check service treats the replayed halves as fresh.
 //! Property *order* is not compared: Apache writes Java HashMap order, which no client relies on.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::error::Error;
 use std::fs;
@@ -34,7 +32,7 @@ use comet_protocol::message::properties::keys;
 use comet_protocol::message::record::{decode_record, decode_records};
 use comet_protocol::message::{MessageExt, Properties};
 use comet_remoting::{Channel, ClientConfig, RemotingClient, RequestProcessor};
-use common::{RPC_TIMEOUT, TestBroker, WAIT_DEADLINE, pull, wait_until};
+use comet_testkit::{RPC_TIMEOUT, TestBroker, WAIT_DEADLINE, pull, wait_until};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::mpsc;

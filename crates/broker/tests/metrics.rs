@@ -2,8 +2,6 @@
 //! the constant labels, consumer lag from stored offsets (rising while the group is offline),
 //! connections, and the refusals of a bad configuration.
 
-mod common;
-
 use std::collections::HashMap;
 
 use comet_broker::config::MetricsExporterType;
@@ -15,8 +13,8 @@ use comet_protocol::headers::{
     CreateTopicRequestHeader, UpdateConsumerOffsetRequestHeader, ViewBrokerStatsDataRequestHeader,
     request_with_header,
 };
-use common::scrape::scrape;
-use common::*;
+use comet_testkit::scrape::scrape;
+use comet_testkit::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SUCCESS: i32 = 0;

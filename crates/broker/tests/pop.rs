@@ -3,8 +3,6 @@
 //! moves that time, BATCH_ACK_MESSAGE acks a bitset, retries end in the DLQ, un-acked messages
 //! survive a broker restart, and a held pop is woken by a new message.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
@@ -20,7 +18,7 @@ use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::record::decode_records;
 use comet_protocol::naming::dlq_topic;
-use common::*;
+use comet_testkit::*;
 
 /// Re-runs `$body` (which may mutate captured state) every [`POLL`] until it yields true;
 /// fails the test with `$msg` after [`WAIT_DEADLINE`].

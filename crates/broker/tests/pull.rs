@@ -2,8 +2,6 @@
 //! table (OFFSET_MOVED / OFFSET_OVERFLOW cases), subscription checks, commit-on-pull, long
 //! polling woken by a send (with the append → answer latency reported), and key/offset queries.
 
-mod common;
-
 use std::time::Duration;
 
 use comet_protocol::RemotingCommand;
@@ -15,7 +13,9 @@ use comet_protocol::headers::{
 };
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::record::decode_records;
-use common::{TestBroker, heartbeat, send_batch, send_v1, send_v2, wait_indexed, wait_until};
+use comet_testkit::{
+    TestBroker, heartbeat, send_batch, send_v1, send_v2, wait_indexed, wait_until,
+};
 
 const TOPIC: &str = "PullTopic";
 
@@ -531,7 +531,7 @@ async fn query_by_key_unique_key_and_view_by_offset() {
     let rsp = broker.invoke(query("no-such-key", false)).await;
     assert_eq!(rsp.code, ResponseCode::QueryNotFound.code());
 
-    let (_, offset) = common::decode_msg_id(&sent.msg_id);
+    let (_, offset) = comet_testkit::decode_msg_id(&sent.msg_id);
     let view = ViewMessageRequestHeader {
         offset,
         ..Default::default()

@@ -4,8 +4,6 @@
 //! SYNC_MASTER answers only once its slave holds a message; what the HA listener is sent is
 //! checked before it counts.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +12,7 @@ use comet_broker::{BrokerConfig, BrokerController, BrokerHandle};
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{CommandHeaderExt, PullMessageResponseHeader};
 use comet_store::MessageStore;
-use common::*;
+use comet_testkit::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOPIC: &str = "Replicated";

@@ -1,8 +1,6 @@
 //! A broker restarted on the same directory keeps its topics, groups, consumer offsets, messages
 //! and delay-queue progress, and a clean shutdown leaves no `abort` marker behind.
 
-mod common;
-
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::SubscriptionGroupConfig;
 use comet_protocol::code::RequestCode;
@@ -12,7 +10,7 @@ use comet_protocol::headers::{
     UpdateConsumerOffsetRequestHeader, request_with_header,
 };
 use comet_protocol::message::record::decode_records;
-use common::*;
+use comet_testkit::*;
 
 const SUCCESS: i32 = 0;
 

@@ -3,8 +3,6 @@
 //! ORIGIN_MESSAGE_ID and the reconsume count; the 17th failure goes to `%DLQ%<group>`. Delay
 //! levels are all 1 s here so the sixteen rounds take seconds, not hours.
 
-mod common;
-
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::perm;
 use comet_protocol::code::{RequestCode, ResponseCode};
@@ -15,7 +13,7 @@ use comet_protocol::headers::{
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::record::decode_records;
-use common::{TestBroker, send_v2, wait_until};
+use comet_testkit::{TestBroker, send_v2, wait_until};
 
 const TOPIC: &str = "RetryTopic";
 const GROUP: &str = "retry_group";
@@ -102,7 +100,7 @@ async fn retries_go_through_the_schedule_topic_then_the_dlq() {
         .await;
     assert_eq!(rsp.code, 0);
     let sent: SendMessageResponseHeader = rsp.decode_header().expect("send header");
-    let (_, original_offset) = common::decode_msg_id(&sent.msg_id);
+    let (_, original_offset) = comet_testkit::decode_msg_id(&sent.msg_id);
     wait_max(&broker, TOPIC, 0, 1).await;
 
     // First failure: broker-chosen level 3 → SCHEDULE_TOPIC_XXXX queue 2, then %RETRY%.
@@ -177,7 +175,7 @@ async fn negative_level_goes_straight_to_the_dlq_and_bad_requests_are_refused() 
     let broker = start().await;
     let rsp = broker.invoke(send_v2(TOPIC, 0, b"poison", &[])).await;
     let sent: SendMessageResponseHeader = rsp.decode_header().expect("send header");
-    let (_, offset) = common::decode_msg_id(&sent.msg_id);
+    let (_, offset) = comet_testkit::decode_msg_id(&sent.msg_id);
     wait_max(&broker, TOPIC, 0, 1).await;
 
     let rsp = broker.invoke(send_back(offset, -1)).await;

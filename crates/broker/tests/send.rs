@@ -1,8 +1,6 @@
 //! Produce-side tests against a real broker over the raw protocol: the three send codes, topic
 //! auto-creation, permissions, header errors, delay delivery, retry → DLQ and oneway sends.
 
-mod common;
-
 use bytes::Bytes;
 use comet_protocol::body::perm;
 use comet_protocol::code::{RequestCode, ResponseCode};
@@ -14,7 +12,7 @@ use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
 use comet_protocol::message::record::decode_records;
 use comet_store::GetMessageStatus;
-use common::*;
+use comet_testkit::*;
 
 const SUCCESS: i32 = 0;
 

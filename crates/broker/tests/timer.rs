@@ -3,14 +3,12 @@
 //! refused beyond the maximum delay, delivered after a broker restart, rolled when further
 //! ahead than the wheel's window, kept across a restart three days ahead and found by key.
 
-mod common;
-
 use base64::Engine;
 use comet_protocol::headers::CommandHeaderExt;
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::record::decode_records;
 use comet_protocol::naming::TIMER_TOPIC;
-use common::*;
+use comet_testkit::*;
 
 const SUCCESS: i32 = 0;
 const SYSTEM_ERROR: i32 = 1;

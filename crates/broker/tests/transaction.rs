@@ -3,8 +3,6 @@
 //! outcome is resolved by the check service asking the producer's channel, an unanswered half is
 //! discarded after `transactionCheckMax` checks, and pending halves survive a restart.
 
-mod common;
-
 use std::sync::Arc;
 
 use comet_broker::BrokerConfig;
@@ -19,7 +17,9 @@ use comet_protocol::message::properties::keys;
 use comet_protocol::message::record::decode_records;
 use comet_protocol::message::{MessageExt, sysflag};
 use comet_remoting::{Channel, ClientConfig, RemotingClient, RequestProcessor};
-use common::{PRODUCER_GROUP, TestBroker, decode_msg_id, pull, send_v1, send_v2, wait_until};
+use comet_testkit::{
+    PRODUCER_GROUP, TestBroker, decode_msg_id, pull, send_v1, send_v2, wait_until,
+};
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
@@ -105,7 +105,7 @@ async fn pull_all(broker: &TestBroker) -> Vec<MessageExt> {
 fn max_offset(broker: &TestBroker, topic: &str) -> i64 {
     let store = broker.store();
     assert!(
-        store.wait_dispatched(store.max_phy_offset(), common::WAIT_DEADLINE),
+        store.wait_dispatched(store.max_phy_offset(), comet_testkit::WAIT_DEADLINE),
         "dispatch catches up"
     );
     store.get_max_offset_in_queue(topic, 0)
@@ -149,7 +149,7 @@ impl CheckedProducer {
         let request = RemotingCommand::request(RequestCode::HeartBeat)
             .with_body(data.encode().expect("heartbeat encodes"));
         let rsp = client
-            .invoke(&broker.addr, request, common::RPC_TIMEOUT)
+            .invoke(&broker.addr, request, comet_testkit::RPC_TIMEOUT)
             .await
             .expect("heartbeat answered");
         assert_eq!(rsp.code, ResponseCode::Success.code());
@@ -158,7 +158,7 @@ impl CheckedProducer {
 
     /// The next check, decoded, or `None` after the harness deadline.
     async fn next_check(&mut self) -> Option<(CheckTransactionStateRequestHeader, MessageExt)> {
-        let request = tokio::time::timeout(common::WAIT_DEADLINE, self.checks.recv())
+        let request = tokio::time::timeout(comet_testkit::WAIT_DEADLINE, self.checks.recv())
             .await
             .ok()??;
         let header: CheckTransactionStateRequestHeader =
@@ -255,10 +255,10 @@ async fn rollback_never_shows_and_bad_requests_are_refused() {
     // A normal message to the same topic is visible; a transactional batch is refused.
     let rsp = broker.invoke(send_v1(TOPIC, 0, b"plain", &[])).await;
     assert_eq!(rsp.code, ResponseCode::Success.code());
-    let mut batch = common::send_batch(TOPIC, 0, &[b"a", b"b"], "t");
+    let mut batch = comet_testkit::send_batch(TOPIC, 0, &[b"a", b"b"], "t");
     batch.ext_mut().insert(
         "i",
-        common::properties(&[(keys::TRANSACTION_PREPARED, "true")]),
+        comet_testkit::properties(&[(keys::TRANSACTION_PREPARED, "true")]),
     );
     let rsp = broker.invoke(batch).await;
     assert_eq!(rsp.code, ResponseCode::MessageIllegal.code());
@@ -418,7 +418,7 @@ async fn pending_half_survives_a_restart() {
 #[tokio::test]
 async fn producer_end_after_check_immunity_is_refused() {
     let broker = TestBroker::start().await;
-    let mut header = common::send_header(
+    let mut header = comet_testkit::send_header(
         TOPIC,
         0,
         &[

@@ -8,8 +8,6 @@
 //! refused with Apache's code and remark; unknown keys, keys read only at start and bad values
 //! are refused whole, and nothing changes.
 
-mod common;
-
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{TopicRouteData, from_fastjson, perm};
 use comet_protocol::code::{RequestCode, ResponseCode};
@@ -17,7 +15,7 @@ use comet_protocol::headers::{
     CommandHeaderExt, ConsumerSendMsgBackRequestHeader, CreateTopicRequestHeader,
     GetRouteInfoRequestHeader, PullMessageResponseHeader, request_with_header,
 };
-use common::*;
+use comet_testkit::*;
 
 const SUCCESS: i32 = 0;
 const TOPIC: &str = "PermTopic";

@@ -125,10 +125,31 @@ pub fn resolve(mut config: BrokerConfig, args: &BrokerArgs) -> Result<BrokerConf
     Ok(config)
 }
 
-/// Starts a broker and logs where clients must reach it. The advertised address is the most
-/// common RocketMQ misconfiguration, so one that only this machine can reach while the broker
-/// listens beyond it is a warning.
-pub async fn start(config: BrokerConfig) -> Result<BrokerHandle> {
+/// A running broker and the gRPC endpoint beside it.
+pub struct RunningBroker {
+    pub handle: BrokerHandle,
+    pub grpc: Option<comet_grpc::GrpcEndpoint>,
+}
+
+impl RunningBroker {
+    /// Where the gRPC endpoint listens, when it runs.
+    pub fn grpc_addr(&self) -> Option<std::net::SocketAddr> {
+        self.grpc.as_ref().map(|g| g.addr)
+    }
+
+    /// Stops the gRPC endpoint, then the broker.
+    pub async fn shutdown(self) -> Result<()> {
+        if let Some(grpc) = self.grpc {
+            grpc.shutdown().await;
+        }
+        self.handle.shutdown().await.context("broker shutdown")
+    }
+}
+
+/// Starts a broker, and its gRPC endpoint when its configuration serves one, and logs where
+/// clients must reach it. The advertised address is the most common RocketMQ misconfiguration,
+/// so one that only this machine can reach while the broker listens beyond it is a warning.
+pub async fn start(config: BrokerConfig) -> Result<RunningBroker> {
     let handle = BrokerController::start(config)
         .await
         .context("starting the broker")?;
@@ -142,7 +163,16 @@ pub async fn start(config: BrokerConfig) -> Result<BrokerHandle> {
         tracing::info!(%listen, %advertised,
             "broker advertises {advertised} to clients (brokerIP1:listenPort)");
     }
-    Ok(handle)
+    let grpc = match comet_grpc::start(&handle).await {
+        Ok(grpc) => grpc,
+        Err(e) => {
+            if let Err(stop) = handle.shutdown().await {
+                tracing::warn!(error = %stop, "broker shutdown after a failed gRPC start");
+            }
+            return Err(e).context("starting the gRPC endpoint");
+        }
+    };
+    Ok(RunningBroker { handle, grpc })
 }
 
 /// Whether a broker listening on `listen` advertises `advertised` ("ip:port") on loopback while
@@ -178,8 +208,7 @@ pub async fn run(args: BrokerArgs) -> Result<()> {
     if let Some(console) = console {
         console.shutdown().await;
     }
-    handle.shutdown().await.context("broker shutdown")?;
-    Ok(())
+    handle.shutdown().await
 }
 
 #[cfg(test)]

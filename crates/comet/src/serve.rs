@@ -134,7 +134,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let console = crate::console::start_embedded(console_config, &console_namesrv).await;
     tracing::info!(
         namesrv = %namesrv.local_addr(),
-        broker = %broker.local_addr(),
+        broker = %broker.handle.local_addr(),
         data_dir = %args.data_dir.display(),
         "comet serving: point clients at namesrvAddr={}",
         namesrv.local_addr()
@@ -143,8 +143,8 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         write_ready_file(
             path,
             namesrv.local_addr(),
-            broker.local_addr(),
-            broker.metrics_addr(),
+            broker.handle.local_addr(),
+            broker.handle.metrics_addr(),
             broker.grpc_addr(),
             console.as_ref().map(|c| c.local_addr()),
         )?;
@@ -154,7 +154,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     if let Some(console) = console {
         console.shutdown().await;
     }
-    let result = broker.shutdown().await.context("broker shutdown");
+    let result = broker.shutdown().await;
     namesrv.shutdown().await;
     result
 }

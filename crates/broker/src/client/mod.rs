@@ -24,10 +24,12 @@ use comet_remoting::Channel;
 
 pub mod consumer_manager;
 pub mod housekeeping;
+pub mod local;
 pub mod producer_manager;
 
 pub use consumer_manager::{ConsumerGroupInfo, ConsumerManager, RegisterOutcome};
 pub use housekeeping::ClientHousekeeping;
+pub use local::{LocalClient, LocalClients};
 pub use producer_manager::ProducerManager;
 
 pub use comet_remoting::clock::{Clock, ManualClock, SystemClock, system_clock};

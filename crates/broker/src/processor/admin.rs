@@ -175,19 +175,19 @@ fn check_message_type(
     attributes: &HashMap<String, String>,
     enable_mixed: bool,
 ) -> Result<(), Rejection> {
-    let Some(value) = attributes.get(crate::grpc::message_type::MESSAGE_TYPE_ATTRIBUTE) else {
+    let Some(value) = attributes.get(crate::topic_message_type::MESSAGE_TYPE_ATTRIBUTE) else {
         return Ok(());
     };
-    if !crate::grpc::message_type::is_valid_type_name(value) {
+    if !crate::topic_message_type::is_valid_type_name(value) {
         return Err(reject(
             ResponseCode::SystemError,
             format!(
                 "value {value:?} of message.type is not in {:?}",
-                crate::grpc::message_type::MESSAGE_TYPE_VALUES
+                crate::topic_message_type::MESSAGE_TYPE_VALUES
             ),
         ));
     }
-    if value == crate::grpc::message_type::MIXED && !enable_mixed {
+    if value == crate::topic_message_type::MIXED && !enable_mixed {
         return Err(reject(
             ResponseCode::InvalidParameter,
             "MIXED message type is not supported.",

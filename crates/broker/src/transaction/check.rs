@@ -15,7 +15,7 @@
 //! 3. Any other half is put back at the tail with TRANSACTION_CHECK_TIMES + 1 (the commit log is
 //!    append-only, so the count travels with a new copy) and CHECK_TRANSACTION_STATE is sent,
 //!    oneway, to a live channel of its producer group (PGROUP), naming the copy, with the half
-//!    as body, its topic and queue restored (the exact shape Apache sends: [`check_request`]).
+//!    as body, its topic and queue restored (the exact shape Apache sends: [`transaction_check`]).
 //!    The producer answers END_TRANSACTION naming the copy's offsets.
 //! 4. The half progress moves past everything walked; the op progress moves past the leading op
 //!    records whose halves are all behind the half progress. Both are consumer offsets of
@@ -54,7 +54,7 @@ pub const MAX_OP_RECORDS_PER_ROUND: usize = 65_536;
 pub const MAX_ROUND_DURATION: Duration = Duration::from_secs(60);
 /// Milliseconds per hour, for `fileReservedTime`.
 const MILLIS_PER_HOUR: i64 = 3_600_000;
-/// WAIT in the body of a CHECK_TRANSACTION_STATE (see [`check_request`]).
+/// WAIT in the body of a CHECK_TRANSACTION_STATE (see [`transaction_check`]).
 const CHECK_BODY_WAIT: &str = "false";
 
 /// The settings a round runs with (from the broker config; tests pass their own).
@@ -409,17 +409,50 @@ async fn send_check(ctx: &BrokerContext, checked: &MessageExt, copy: &MessageExt
             "transaction check not sent: no live producer of the group");
         return;
     };
-    let request = match check_request(ctx, checked, copy) {
-        Ok(r) => r,
+    let check = match transaction_check(ctx, checked, copy) {
+        Ok(check) => check,
         Err(e) => {
             tracing::error!(error = %e, half_offset = copy.queue_offset,
-                "cannot build the transaction check request");
+                "cannot build the transaction check");
+            return;
+        }
+    };
+    if let Some(local) = ctx.local_clients.get(&channel) {
+        local.check_transaction(check);
+        return;
+    }
+    let request = match check.to_request() {
+        Ok(request) => request,
+        Err(e) => {
+            tracing::error!(error = %e, half_offset = copy.queue_offset,
+                "cannot encode the transaction check request");
             return;
         }
     };
     if let Err(e) = channel.invoke_oneway(request).await {
         tracing::warn!(producer_group = group, peer = %channel.remote_addr(), error = %e,
             "transaction check not delivered");
+    }
+}
+
+/// One transaction check: the CHECK_TRANSACTION_STATE header and the checked half as the
+/// producer is shown it.
+#[derive(Debug, Clone)]
+pub struct TransactionCheck {
+    pub header: CheckTransactionStateRequestHeader,
+    /// The half, its real topic and queue restored (see [`transaction_check`]).
+    pub message: MessageExt,
+}
+
+impl TransactionCheck {
+    /// The CHECK_TRANSACTION_STATE request of this check, for a remoting producer.
+    pub fn to_request(&self) -> Result<comet_protocol::RemotingCommand, CheckRequestError> {
+        let mut body = BytesMut::new();
+        encode_record(&self.message, &mut body)?;
+        Ok(
+            request_with_header(RequestCode::CheckTransactionState, &self.header)
+                .with_body(body.freeze()),
+        )
     }
 }
 
@@ -432,8 +465,9 @@ pub enum CheckRequestError {
     Encode(#[from] comet_protocol::ProtocolError),
 }
 
-/// The CHECK_TRANSACTION_STATE request for the half `checked`, whose renewed copy `copy` was just
-/// stored, exactly as Apache RocketMQ 5.3.3 writes it (captured in
+/// The check of the half `checked`, whose renewed copy `copy` was just stored: its
+/// CHECK_TRANSACTION_STATE request ([`TransactionCheck::to_request`]) is exactly as Apache
+/// RocketMQ 5.3.3 writes it (captured in
 /// `crates/protocol/tests/fixtures/*-tx`):
 ///
 /// - header: the copy's offsets and offset msgId, and as `topic` the half topic — Apache
@@ -445,11 +479,11 @@ pub enum CheckRequestError {
 ///   WAIT=false. Apache's copy shares its property map with the checked message and marks the
 ///   copy "do not wait for the store" after serializing it, so the stored copy keeps the
 ///   producer's WAIT while the check body says false.
-pub fn check_request(
+pub fn transaction_check(
     ctx: &BrokerContext,
     checked: &MessageExt,
     copy: &MessageExt,
-) -> Result<comet_protocol::RemotingCommand, CheckRequestError> {
+) -> Result<TransactionCheck, CheckRequestError> {
     let (topic, queue_id) = half::real_destination(copy)?;
     let uniq = copy.uniq_key().map(str::to_owned);
     let transaction_id = copy
@@ -479,9 +513,10 @@ pub fn check_request(
     }
     view.properties
         .insert(keys::WAIT_STORE_MSG_OK, CHECK_BODY_WAIT);
-    let mut body = BytesMut::new();
-    encode_record(&view, &mut body)?;
-    Ok(request_with_header(RequestCode::CheckTransactionState, &header).with_body(body.freeze()))
+    Ok(TransactionCheck {
+        header,
+        message: view,
+    })
 }
 
 #[cfg(test)]

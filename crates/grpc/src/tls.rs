@@ -30,7 +30,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
-use crate::config::BrokerConfig;
+use comet_broker::config::BrokerConfig;
 
 /// First byte of a TLS handshake record (every ClientHello starts with it).
 pub const TLS_HANDSHAKE_RECORD_TYPE: u8 = 0x16;

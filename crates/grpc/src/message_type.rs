@@ -19,30 +19,7 @@ use comet_protocol::message::properties::keys;
 use comet_protocol::naming::is_retry_or_dlq;
 
 use super::status;
-
-/// The topic attribute naming the message types a topic takes.
-pub const MESSAGE_TYPE_ATTRIBUTE: &str = "message.type";
-/// The values `message.type` may take (UNSPECIFIED included, as Apache's attribute allows it).
-pub const MESSAGE_TYPE_VALUES: [&str; 6] = [
-    "UNSPECIFIED",
-    "NORMAL",
-    "FIFO",
-    "DELAY",
-    "TRANSACTION",
-    "MIXED",
-];
-/// The `message.type` value of a topic taking every type.
-pub const MIXED: &str = "MIXED";
-
-/// The `message.type` value of `config` (with or without the `+` of an attribute change),
-/// `NORMAL` when absent.
-pub fn topic_type_name(config: &TopicConfig) -> &str {
-    config
-        .attributes
-        .get(MESSAGE_TYPE_ATTRIBUTE)
-        .or_else(|| config.attributes.get(&format!("+{MESSAGE_TYPE_ATTRIBUTE}")))
-        .map_or("NORMAL", String::as_str)
-}
+use comet_broker::topic_message_type::{MIXED, topic_type_name};
 
 /// The message types a topic accepts, from its `message.type` attribute.
 pub fn accepted_types(config: &TopicConfig) -> Vec<v2::MessageType> {
@@ -100,14 +77,10 @@ pub fn check(topic: &str, config: &TopicConfig, properties: &Properties) -> Resu
     ))
 }
 
-/// Whether `value` is a `message.type` a topic may be given.
-pub fn is_valid_type_name(value: &str) -> bool {
-    MESSAGE_TYPE_VALUES.contains(&value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use comet_broker::topic_message_type::MESSAGE_TYPE_ATTRIBUTE;
     use comet_protocol::body::perm;
 
     fn props(pairs: &[(&str, &str)]) -> Properties {

@@ -4,8 +4,6 @@
 //! reaches a gRPC producer as a RecoverOrphanedTransactionCommand on its stream, answered with
 //! EndTransaction.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -14,9 +12,9 @@ use comet_grpc_proto::v2::messaging_service_client::MessagingServiceClient;
 use comet_grpc_proto::v2::settings::PubSub;
 use comet_grpc_proto::v2::telemetry_command::Command;
 use comet_protocol::command::LanguageCode;
-use common::grpc::{resource, start_grpc};
-use common::scrape::scrape;
-use common::{TestBroker, wait_until};
+use comet_testkit::grpc::{resource, start_grpc};
+use comet_testkit::scrape::scrape;
+use comet_testkit::{TestBroker, wait_until};
 use futures::channel::mpsc;
 use tonic::transport::Channel;
 

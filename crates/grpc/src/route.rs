@@ -16,7 +16,7 @@ use comet_protocol::naming::validate_topic;
 
 use super::message_type::accepted_types;
 use super::status;
-use crate::context::BrokerContext;
+use comet_broker::context::BrokerContext;
 
 /// Answers `request` from the topic table of `ctx`; `endpoint` is the gRPC address to announce.
 pub fn query_route(

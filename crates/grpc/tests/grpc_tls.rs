@@ -2,15 +2,13 @@
 //! plaintext one are both served on the one port in the default `permissive` mode; `enforcing`
 //! refuses plaintext; a configured certificate is the one presented.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use comet_grpc_proto::v2;
 use comet_grpc_proto::v2::messaging_service_client::MessagingServiceClient;
 use comet_remoting::TlsMode;
-use common::TestBroker;
+use comet_testkit::TestBroker;
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio_rustls::{TlsConnector, rustls};
 use tonic::transport::{Channel, Endpoint};
@@ -98,7 +96,7 @@ async fn start(mode: TlsMode) -> (TestBroker, CertificateDer<'static>) {
 #[tokio::test]
 async fn permissive_serves_tls_and_plaintext_on_one_port() {
     let (broker, der) = start(TlsMode::Permissive).await;
-    let addr = broker.handle().grpc_addr().expect("gRPC endpoint on");
+    let addr = broker.grpc_addr().expect("gRPC endpoint on");
 
     // The handshake negotiates h2 with the configured certificate (the client trusts only it).
     let tcp = tokio::net::TcpStream::connect(addr)
@@ -131,7 +129,7 @@ async fn permissive_serves_tls_and_plaintext_on_one_port() {
 #[tokio::test]
 async fn enforcing_refuses_plaintext() {
     let (broker, der) = start(TlsMode::Enforcing).await;
-    let addr = broker.handle().grpc_addr().expect("gRPC endpoint on");
+    let addr = broker.grpc_addr().expect("gRPC endpoint on");
     let channel = tls_channel(addr, connector(der))
         .await
         .expect("TLS channel");
@@ -156,7 +154,7 @@ async fn disabled_serves_plaintext_only() {
         c.grpc_tls_mode = TlsMode::Disabled;
     })
     .await;
-    let addr = broker.handle().grpc_addr().expect("gRPC endpoint on");
+    let addr = broker.grpc_addr().expect("gRPC endpoint on");
     let plain = Channel::from_shared(format!("http://{addr}"))
         .expect("URI")
         .connect()

@@ -3,8 +3,6 @@
 //! names (set with UPDATE_AND_CREATE_TOPIC as mqadmin `updateTopic -a` sends it), and routes
 //! announce that type.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -14,8 +12,8 @@ use comet_protocol::RemotingCommand;
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{CreateTopicRequestHeader, request_with_header};
 use comet_protocol::message::record::decode_records;
-use common::grpc::{start_grpc, with_client_id};
-use common::{TestBroker, pull, wait_until};
+use comet_testkit::grpc::{start_grpc, with_client_id};
+use comet_testkit::{TestBroker, pull, wait_until};
 use tonic::transport::Channel;
 
 const CLIENT_ID: &str = "grpc-types@1@1@abc";

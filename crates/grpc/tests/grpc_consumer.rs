@@ -3,8 +3,6 @@
 //! AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue, for ordinary and
 //! FIFO groups.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -18,8 +16,8 @@ use comet_protocol::body::{SubscriptionGroupConfig, TopicConfig, perm};
 use comet_protocol::code::ResponseCode;
 use comet_protocol::message::record::decode_records;
 use comet_protocol::time::now_millis;
-use common::grpc::{code, resource, start_grpc};
-use common::{TestBroker, pull, wait_until};
+use comet_testkit::grpc::{code, resource, start_grpc};
+use comet_testkit::{TestBroker, pull, wait_until};
 use futures::StreamExt;
 use tonic::transport::Channel;
 

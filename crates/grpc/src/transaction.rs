@@ -19,21 +19,17 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use comet_broker::context::BrokerContext;
+use comet_broker::core::end_transaction::end_transaction as end;
+use comet_broker::transaction::TransactionService;
+use comet_broker::transaction::check::TransactionCheck;
 use comet_grpc_proto::v2;
-use comet_protocol::RemotingCommand;
-use comet_protocol::headers::{
-    CheckTransactionStateRequestHeader, CommandHeaderExt, EndTransactionRequestHeader,
-    transaction_flag,
-};
+use comet_protocol::headers::{EndTransactionRequestHeader, transaction_flag};
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
-use comet_protocol::message::record::decode_records;
 use parking_lot::Mutex;
 
 use super::status;
-use crate::context::BrokerContext;
-use crate::core::end_transaction::end_transaction as end;
-use crate::transaction::TransactionService;
 
 /// How long a half's offsets stay known (the longest orphaned-transaction recovery duration).
 pub const REMEMBERED_FOR: Duration = Duration::from_secs(60 * 60);
@@ -98,7 +94,7 @@ impl GrpcTransactions {
     }
 }
 
-/// A transaction check addressed to a gRPC producer, read back from its CHECK_TRANSACTION_STATE.
+/// A transaction check addressed to a gRPC producer.
 #[derive(Debug, Clone)]
 pub struct CheckedHalf {
     /// The half's producer group (PGROUP: the topic, for gRPC sends).
@@ -111,25 +107,10 @@ pub struct CheckedHalf {
     pub message: MessageExt,
 }
 
-/// Why a transaction check could not be read back.
-#[derive(Debug, thiserror::Error)]
-pub enum CheckedHalfError {
-    /// The header does not decode.
-    #[error("check header: {0}")]
-    Header(#[from] comet_protocol::ProtocolError),
-    /// The body holds no message.
-    #[error("the check carries no message")]
-    NoMessage,
-}
-
-/// Reads back the CHECK_TRANSACTION_STATE `command` the transaction check sent.
-pub fn checked_half(command: &RemotingCommand) -> Result<CheckedHalf, CheckedHalfError> {
-    let header: CheckTransactionStateRequestHeader = command.decode_header()?;
-    let body = command.body.clone().unwrap_or_default();
-    let message = decode_records(&body, false)?
-        .into_iter()
-        .next()
-        .ok_or(CheckedHalfError::NoMessage)?;
+/// What a gRPC producer is told of the transaction check `check`, and what its EndTransaction
+/// will name.
+pub fn checked_half(check: TransactionCheck) -> CheckedHalf {
+    let TransactionCheck { header, message } = check;
     let message_id = header
         .msg_id
         .clone()
@@ -144,7 +125,7 @@ pub fn checked_half(command: &RemotingCommand) -> Result<CheckedHalf, CheckedHal
         .get(keys::PRODUCER_GROUP)
         .unwrap_or_default()
         .to_owned();
-    Ok(CheckedHalf {
+    CheckedHalf {
         group,
         transaction_id,
         location: HalfLocation {
@@ -153,7 +134,7 @@ pub fn checked_half(command: &RemotingCommand) -> Result<CheckedHalf, CheckedHal
             message_id,
         },
         message,
-    })
+    }
 }
 
 /// Answers one EndTransaction (see the module docs).

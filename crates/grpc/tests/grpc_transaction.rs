@@ -2,8 +2,6 @@
 //! do not see, and EndTransaction (naming the topic and the transaction id of the send's entry)
 //! commits it into the topic or rolls it back, through the broker's transaction service.
 
-mod common;
-
 use std::collections::HashMap;
 
 use comet_grpc_proto::v2;
@@ -11,8 +9,8 @@ use comet_grpc_proto::v2::messaging_service_client::MessagingServiceClient;
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{CreateTopicRequestHeader, request_with_header};
 use comet_protocol::message::record::decode_records;
-use common::grpc::{resource, start_grpc, with_client_id};
-use common::{TestBroker, pull, wait_until};
+use comet_testkit::grpc::{resource, start_grpc, with_client_id};
+use comet_testkit::{TestBroker, pull, wait_until};
 use tonic::transport::Channel;
 
 const CLIENT_ID: &str = "grpc-tx@1@1@abc";

@@ -28,7 +28,7 @@ use super::clients::GrpcClients;
 use super::registry::{self, ClientMeta};
 use super::transaction::GrpcTransactions;
 use super::{BoxStream, status};
-use crate::context::BrokerContext;
+use comet_broker::context::BrokerContext;
 
 /// Send attempts of a producer (first try included).
 const PRODUCER_MAX_ATTEMPTS: i32 = 3;

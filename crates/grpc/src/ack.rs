@@ -1,6 +1,6 @@
 //! AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue: what a gRPC
 //! consumer does with a message it received, run by the broker's POP operations
-//! ([`crate::core::ack`], [`crate::core::send_back`]).
+//! ([`comet_broker::core::ack`], [`comet_broker::core::send_back`]).
 //!
 //! Each takes the receipt handle of [`super::consumer`] and acts on the topic the message was
 //! read from (the group's POP retry topic for a redelivery, named by the handle's retry flag).
@@ -28,9 +28,9 @@ use super::consumer::{GrpcReceipt, MAX_INVISIBLE, check_names, name_of};
 use super::invisible::change;
 use super::renew::Renewals;
 use super::status;
-use crate::context::BrokerContext;
-use crate::core::Refusal;
-use crate::pop::handle::real_topic;
+use comet_broker::context::BrokerContext;
+use comet_broker::core::Refusal;
+use comet_broker::pop::handle::real_topic;
 
 /// The handle to act on: the one the broker holds for a message it renews (given back, so the
 /// renewal stops), else the client's, refused when it does not parse or has expired.
@@ -63,7 +63,7 @@ async fn ack_one(
         offset: receipt.queue_offset,
         rpc: Default::default(),
     };
-    crate::core::ack::ack(ctx, &header).await
+    comet_broker::core::ack::ack(ctx, &header).await
 }
 
 /// AckMessage.
@@ -219,7 +219,7 @@ pub async fn forward_to_dead_letter_queue(
         max_reconsume_times: None,
         rpc: Default::default(),
     };
-    if let Err(refusal) = crate::core::send_back::send_back(ctx, &header, true).await {
+    if let Err(refusal) = comet_broker::core::send_back::send_back(ctx, &header, true).await {
         return status::refused(&refusal);
     }
     if let Err(refusal) = ack_one(ctx, group, topic, &receipt).await {

@@ -6,8 +6,8 @@ use comet_protocol::headers::ChangeInvisibleTimeRequestHeader;
 
 use super::consumer::GrpcReceipt;
 use super::status;
-use crate::context::BrokerContext;
-use crate::pop::handle::{ReceiptHandle, real_topic};
+use comet_broker::context::BrokerContext;
+use comet_broker::pop::handle::{ReceiptHandle, real_topic};
 
 /// Makes the message of `receipt` invisible for `invisible` ms from now; the new handle.
 pub async fn change(
@@ -27,7 +27,7 @@ pub async fn change(
         invisible_time: invisible,
         rpc: Default::default(),
     };
-    let changed = crate::core::ack::change_invisible(ctx, &header)
+    let changed = comet_broker::core::ack::change_invisible(ctx, &header)
         .await
         .map_err(|refusal| status::refused(&refusal))?;
     let renewed = if handle.is_fifo() {

@@ -1,5 +1,5 @@
 //! SendMessage: each v2 message becomes the message a RocketMQ producer would send (the
-//! properties it would set), stored by the broker's write path ([`crate::core::put::send`]), so
+//! properties it would set), stored by the broker's write path ([`comet_broker::core::put::send`]), so
 //! a gRPC send passes the same checks and store path as a remoting one.
 //!
 //! Field mapping (as Apache's proxy maps them): `message_id` → UNIQ_KEY, `tag` → TAGS, `keys` →
@@ -37,9 +37,9 @@ use comet_store::Commit;
 
 use super::transaction::{GrpcTransactions, HalfLocation};
 use super::{message_type, status};
-use crate::config::DEFAULT_TOPIC_QUEUE_NUMS;
-use crate::context::BrokerContext;
-use crate::core::put::{self, ProducedMessage, Stored};
+use comet_broker::config::DEFAULT_TOPIC_QUEUE_NUMS;
+use comet_broker::context::BrokerContext;
+use comet_broker::core::put::{self, ProducedMessage, Stored};
 /// Property of the trace context a client propagates.
 pub const TRACE_CONTEXT: &str = "TRACE_CONTEXT";
 /// Most user properties one message may carry.

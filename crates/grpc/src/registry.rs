@@ -7,9 +7,10 @@
 //! to (the producer group of gRPC sends is the topic), a push or simple consumer in its group with
 //! its subscriptions (clustering, from the last offset). Admin connection listings and the
 //! client metrics therefore see gRPC clients too, and the transaction check reaches a gRPC
-//! producer through the same table: what the broker sends to the channel is read back here, and
-//! a CHECK_TRANSACTION_STATE becomes a RecoverOrphanedTransactionCommand on the client's
-//! Telemetry stream (anything else sent to the channel is dropped).
+//! producer through the same table: the client is registered as a local client of the broker
+//! ([`comet_broker::client::LocalClient`]), so a check of one of its halves arrives here typed and
+//! becomes a RecoverOrphanedTransactionCommand on the client's Telemetry stream. Anything the
+//! broker sends to the channel itself (requests meant for remoting clients) is dropped.
 //!
 //! Settings register the client, every Heartbeat registers it again (which keeps it from
 //! expiring), and NotifyClientTermination or the end of its Telemetry stream removes it from
@@ -21,11 +22,9 @@ use std::sync::Arc;
 use comet_grpc_proto::v2;
 use comet_grpc_proto::v2::settings::PubSub;
 use comet_grpc_proto::v2::telemetry_command::Command;
-use comet_protocol::RemotingCommand;
 use comet_protocol::body::heartbeat::{
     ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData,
 };
-use comet_protocol::code::RequestCode;
 use comet_protocol::command::{COMET_VERSION, LanguageCode};
 use comet_remoting::{Channel, Outbox};
 use tokio::sync::mpsc;
@@ -33,8 +32,9 @@ use tonic::Status;
 
 use super::transaction::{self, GrpcTransactions};
 use super::{message_view, status};
-use crate::client::{ClientChannelInfo, notify_consumer_ids_changed};
-use crate::context::BrokerContext;
+use comet_broker::client::{ClientChannelInfo, LocalClient, notify_consumer_ids_changed};
+use comet_broker::context::BrokerContext;
+use comet_broker::transaction::check::TransactionCheck;
 
 /// The request header naming the client's language.
 pub const LANGUAGE_HEADER: &str = "x-mq-language";
@@ -82,8 +82,9 @@ pub fn version_ordinal(_version: &str) -> i32 {
     COMET_VERSION
 }
 
-/// The channel standing for `meta`'s client, and the task that forwards what the broker sends to
-/// it onto the client's Telemetry stream `outbound`.
+/// The channel standing for `meta`'s client (registered with the broker as a local client that
+/// forwards transaction checks onto the client's Telemetry stream `outbound`), and the task that
+/// drains what the broker sends to the channel itself.
 pub fn open_channel(
     ctx: &BrokerContext,
     meta: &ClientMeta,
@@ -91,8 +92,36 @@ pub fn open_channel(
     outbound: mpsc::Sender<Result<v2::TelemetryCommand, Status>>,
 ) -> Channel {
     let (channel, outbox) = Channel::detached(meta.peer, SocketAddr::new(ctx.store_host.ip(), 0));
-    tokio::spawn(forward(outbox, transactions, outbound));
+    ctx.local_clients.insert(
+        &channel,
+        Arc::new(TelemetryClient {
+            transactions,
+            outbound,
+        }),
+    );
+    tokio::spawn(drain(outbox));
     channel
+}
+
+/// A gRPC client as the broker's local client: its transaction checks go out on its Telemetry
+/// stream.
+struct TelemetryClient {
+    transactions: Arc<GrpcTransactions>,
+    outbound: mpsc::Sender<Result<v2::TelemetryCommand, Status>>,
+}
+
+impl LocalClient for TelemetryClient {
+    fn check_transaction(&self, check: TransactionCheck) {
+        let recover = recover_command(&self.transactions, check);
+        let telemetry = v2::TelemetryCommand {
+            status: Some(status::ok()),
+            command: Some(Command::RecoverOrphanedTransactionCommand(recover)),
+        };
+        // A full stream drops the check: the broker checks the half again later.
+        if let Err(e) = self.outbound.try_send(Ok(telemetry)) {
+            tracing::debug!(error = %e, "a transaction check for a gRPC producer was not queued");
+        }
+    }
 }
 
 /// Registers the client of `channel` as its `settings` say (see the module docs).
@@ -137,7 +166,9 @@ pub fn register(
                 ConsumeFromWhere::ConsumeFromLastOffset,
                 Some(&subscriptions),
             );
-            if outcome.changed() && crate::processor::client_manage::notify_enabled(ctx, group) {
+            if outcome.changed()
+                && comet_broker::processor::client_manage::notify_enabled(ctx, group)
+            {
                 notify_consumer_ids_changed(group, outcome.channels);
             }
         }
@@ -147,7 +178,8 @@ pub fn register(
 
 /// Removes the client of `channel` from both tables and closes the channel.
 pub fn unregister(ctx: &BrokerContext, channel: &Channel) {
-    crate::client::housekeeping::channel_gone(ctx, channel);
+    ctx.local_clients.remove(channel);
+    comet_broker::client::housekeeping::channel_gone(ctx, channel);
     channel.close();
 }
 
@@ -171,49 +203,25 @@ fn subscription_data(entry: &v2::SubscriptionEntry, now: i64) -> Option<Subscrip
     ))
 }
 
-/// Forwards what the broker sends to a client's channel until the channel closes or the stream
-/// is gone.
-async fn forward(
-    mut outbox: Outbox,
-    transactions: Arc<GrpcTransactions>,
-    outbound: mpsc::Sender<Result<v2::TelemetryCommand, Status>>,
-) {
-    while let Some(command) = outbox.recv().await {
-        let Some(recover) = recover_command(&transactions, &command) else {
-            continue;
-        };
-        let telemetry = v2::TelemetryCommand {
-            status: Some(status::ok()),
-            command: Some(Command::RecoverOrphanedTransactionCommand(recover)),
-        };
-        if outbound.send(Ok(telemetry)).await.is_err() {
-            return;
-        }
-    }
+/// Drops what the broker sends to a gRPC client's channel (requests meant for remoting clients)
+/// until the channel closes.
+async fn drain(mut outbox: Outbox) {
+    while outbox.recv().await.is_some() {}
 }
 
-/// The RecoverOrphanedTransactionCommand standing for a CHECK_TRANSACTION_STATE sent to a gRPC
-/// producer, the checked half remembered for its EndTransaction; `None` for any other command.
+/// The RecoverOrphanedTransactionCommand of a transaction check, the checked half remembered
+/// for the producer's EndTransaction.
 fn recover_command(
     transactions: &GrpcTransactions,
-    command: &RemotingCommand,
-) -> Option<v2::RecoverOrphanedTransactionCommand> {
-    if command.code != RequestCode::CheckTransactionState.code() {
-        return None;
-    }
-    let checked = match transaction::checked_half(command) {
-        Ok(checked) => checked,
-        Err(e) => {
-            tracing::warn!(error = %e, "a transaction check for a gRPC producer is unreadable");
-            return None;
-        }
-    };
+    check: TransactionCheck,
+) -> v2::RecoverOrphanedTransactionCommand {
+    let checked = transaction::checked_half(check);
     transactions.remember(&checked.group, &checked.transaction_id, checked.location);
-    Some(v2::RecoverOrphanedTransactionCommand {
+    v2::RecoverOrphanedTransactionCommand {
         message: Some(message_view::to_v2(
             &checked.message,
             v2::MessageType::Transaction,
         )),
         transaction_id: checked.transaction_id,
-    })
+    }
 }

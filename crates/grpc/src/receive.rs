@@ -2,7 +2,7 @@
 //! messages found, and one `delivery_timestamp`.
 //!
 //! The request is checked as Apache's proxy checks it, then popped by the broker's POP operation
-//! ([`crate::core::pop::pop`]): every queue of the topic (queue id -1), the
+//! ([`comet_broker::core::pop::pop`]): every queue of the topic (queue id -1), the
 //! group's POP retry topic included, with a new group starting at the end of the queues
 //! (`initMode` MAX, except a backlog still whole, see the POP processor).
 //!
@@ -44,9 +44,9 @@ use super::message_type::type_of;
 use super::message_view::to_v2;
 use super::renew::Renewals;
 use super::status;
-use crate::context::BrokerContext;
-use crate::core::pop::{Popped, pop as pop_messages};
-use crate::pop::handle::ReceiptHandle;
+use comet_broker::context::BrokerContext;
+use comet_broker::core::pop::{Popped, pop as pop_messages};
+use comet_broker::pop::handle::ReceiptHandle;
 
 /// Longest long poll.
 pub const MAX_POLLING: Duration = Duration::from_secs(20);

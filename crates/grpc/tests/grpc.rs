@@ -3,12 +3,10 @@
 //! Heartbeat and NotifyClientTermination, and sends that a remoting consumer then reads with
 //! their properties.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
-use comet_broker::grpc::send::{consistent_hash, java_string_hash};
+use comet_grpc::send::{consistent_hash, java_string_hash};
 use comet_grpc_proto::v2;
 use comet_grpc_proto::v2::messaging_service_client::MessagingServiceClient;
 use comet_grpc_proto::v2::settings::PubSub;
@@ -18,8 +16,8 @@ use comet_protocol::body::TopicConfig;
 use comet_protocol::code::ResponseCode;
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::record::decode_records;
-use common::grpc::{code, resource, start_grpc, with_client_id};
-use common::{TestBroker, pull};
+use comet_testkit::grpc::{code, resource, start_grpc, with_client_id};
+use comet_testkit::{TestBroker, pull};
 use futures::StreamExt;
 use tonic::transport::Channel;
 
@@ -82,7 +80,7 @@ fn records(rsp: &RemotingCommand) -> Vec<MessageExt> {
 async fn route_announces_the_grpc_endpoint_and_every_queue() {
     let (broker, mut client) = start().await;
     create_topic(&broker, "GrpcRoute", 4);
-    let addr = broker.handle().grpc_addr().expect("gRPC endpoint on");
+    let addr = broker.grpc_addr().expect("gRPC endpoint on");
 
     let route = client
         .query_route(req(v2::QueryRouteRequest {
@@ -386,7 +384,7 @@ async fn a_body_over_tonics_default_limit_is_accepted() {
         c.mapped_file_size_commit_log = 4 * MAX;
     })
     .await;
-    let addr = broker.handle().grpc_addr().expect("gRPC endpoint on");
+    let addr = broker.grpc_addr().expect("gRPC endpoint on");
     let mut client = MessagingServiceClient::connect(format!("http://{addr}"))
         .await
         .expect("connects");
@@ -416,7 +414,7 @@ async fn a_missing_topic_is_topic_not_found_without_auto_creation() {
         c.auto_create_topic_enable = false;
     })
     .await;
-    let addr = broker.handle().grpc_addr().expect("gRPC endpoint on");
+    let addr = broker.grpc_addr().expect("gRPC endpoint on");
     let mut client = MessagingServiceClient::connect(format!("http://{addr}"))
         .await
         .expect("connects");

@@ -1,14 +1,12 @@
 //! ACL on the gRPC endpoint: under `aclEnable` the endpoint is served and every call needs the
 //! `authorization` header of a `plain_acl.yml` account; refusals are UNAUTHORIZED in-band.
 
-mod common;
-
 use std::collections::HashMap;
 
 use comet_acl::signature::grpc_signature;
 use comet_grpc_proto::v2;
 use comet_grpc_proto::v2::messaging_service_client::MessagingServiceClient;
-use common::TestBroker;
+use comet_testkit::TestBroker;
 use tonic::transport::Channel;
 
 const ACL_FILE: &str = r#"
@@ -48,7 +46,6 @@ async fn start() -> (
             ));
     }
     let addr = broker
-        .handle()
         .grpc_addr()
         .expect("gRPC endpoint served under aclEnable");
     let client = MessagingServiceClient::connect(format!("http://{addr}"))

@@ -36,7 +36,7 @@ pub fn code_of(code: ResponseCode) -> Code {
 }
 
 /// The status of an operation the broker refused: its response code mapped, with the remark.
-pub fn refused(refusal: &crate::core::Refusal) -> Status {
+pub fn refused(refusal: &comet_broker::core::Refusal) -> Status {
     of(code_of(refusal.code), refusal.remark.clone())
 }
 

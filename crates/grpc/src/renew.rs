@@ -26,7 +26,7 @@ use super::clients::GrpcClients;
 use super::consumer::GrpcReceipt;
 use super::invisible::change;
 use super::telemetry::CONSUMER_BACKOFF_SECS;
-use crate::context::BrokerContext;
+use comet_broker::context::BrokerContext;
 
 /// How often the due handles are renewed.
 pub const RENEW_PERIOD: Duration = Duration::from_secs(1);
@@ -252,7 +252,7 @@ pub fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pop::handle::ReceiptHandle;
+    use comet_broker::pop::handle::ReceiptHandle;
 
     const POPPED_AT: i64 = 1_800_000_000_000;
     const MINUTE_MS: i64 = 60_000;

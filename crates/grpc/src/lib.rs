@@ -1,8 +1,13 @@
-//! The RocketMQ 5.x gRPC endpoint: `apache.rocketmq.v2.MessagingService`, the protocol the 5.x
-//! SDKs (Java, Go, Rust, ...) speak to Apache's proxy, served by the broker itself.
+//! # comet-grpc
 //!
-//! Every RPC works on the broker's own state ([`BrokerContext`]): routes come from the topic
-//! table, sends go through the send processor's checks and store path. One file per RPC:
+//! The RocketMQ 5.x gRPC endpoint: `apache.rocketmq.v2.MessagingService`, the protocol the 5.x
+//! SDKs (Java, Go, Rust, ...) speak to Apache's proxy, served beside a Comet broker
+//! ([`start`] with the broker's handle).
+//!
+//! Every RPC translates protobuf messages to and from the broker's typed core
+//! ([`comet_broker::core`]) and reads the broker's own state ([`BrokerContext`]): routes come
+//! from the topic table, sends go through the broker's write path with the checks a remoting send
+//! passes. One file per RPC:
 //! [`route`] (QueryRoute), [`heartbeat`], [`telemetry`] (the settings handshake), [`send`]
 //! (SendMessage), [`transaction`] (EndTransaction) and [`termination`] (NotifyClientTermination).
 //! The consumer RPCs run on the broker's POP consumption: [`consumer`] (QueryAssignment and the
@@ -51,8 +56,8 @@ use futures::Stream;
 use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::context::BrokerContext;
-use crate::transaction::TransactionService;
+use comet_broker::context::BrokerContext;
+use comet_broker::transaction::TransactionService;
 
 /// Largest gRPC message the endpoint decodes: Apache's proxy allows 130 MiB, far above a 4 MiB
 /// body plus its envelope, which tonic's 4 MiB default would refuse.
@@ -118,15 +123,70 @@ impl GrpcMessagingService {
     }
 }
 
+/// Why the endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GrpcError {
+    #[error("cannot serve gRPC on {0} (grpcServerPort): {1}")]
+    Listen(SocketAddr, std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] tls::GrpcTlsError),
+}
+
+/// The running endpoint. It stops on [`GrpcEndpoint::shutdown`], or when the broker shuts down.
+#[derive(Debug)]
+pub struct GrpcEndpoint {
+    /// The address routes announce: `brokerIP1` and the bound port.
+    pub addr: SocketAddr,
+    stop: comet_remoting::CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl GrpcEndpoint {
+    /// Stops taking calls and waits, up to a short grace period, for the open ones.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        if let Err(e) = self.task.await {
+            tracing::warn!(error = %e, "gRPC endpoint task failed");
+        }
+    }
+}
+
+/// Starts the endpoint of `broker` as its configuration says (`enableGrpcServer`,
+/// `grpcServerPort`, the TLS keys); `None` when it serves no gRPC.
+pub async fn start(broker: &comet_broker::BrokerHandle) -> Result<Option<GrpcEndpoint>, GrpcError> {
+    let ctx = broker.context();
+    let config = &ctx.config;
+    if !config.serves_grpc() {
+        return Ok(None);
+    }
+    let addr = config.grpc_listen_addr();
+    let tls = tls::GrpcTls::from_config(config)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| GrpcError::Listen(addr, e))?;
+    let stop = ctx.shutdown.child_token();
+    let (addr, task) = serve(
+        listener,
+        tls,
+        ctx,
+        broker.transactions(),
+        broker.acl().cloned(),
+        stop.clone(),
+    );
+    tracing::info!(%addr, "gRPC endpoint (apache.rocketmq.v2) listening");
+    Ok(Some(GrpcEndpoint { addr, stop, task }))
+}
+
 /// Serves the gRPC endpoint on `listener` (with TLS beside plaintext when `tls` is given, see
-/// [`tls`]) until the broker shuts down; returns the address routes announce (`brokerIP1` and
-/// the bound port) and the serving task.
+/// [`tls`]) until `stop` fires; returns the address routes announce (`brokerIP1` and the bound
+/// port) and the serving task.
 pub fn serve(
     listener: tokio::net::TcpListener,
     tls: Option<tls::GrpcTls>,
     ctx: &Arc<BrokerContext>,
     transaction_service: &Arc<TransactionService>,
     acl: Option<Arc<PlainAccessValidator>>,
+    stop: comet_remoting::CancellationToken,
 ) -> (SocketAddr, JoinHandle<()>) {
     let port = listener.local_addr().map_or(0, |a| a.port());
     let endpoint = SocketAddr::new(ctx.store_host.ip(), port);
@@ -144,8 +204,7 @@ pub fn serve(
     let server = MessagingServiceServer::new(service)
         .max_decoding_message_size(MAX_DECODING_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_DECODING_MESSAGE_SIZE);
-    let token = ctx.shutdown.clone();
-    let stop = token.clone();
+    let token = stop.clone();
     let incoming = tls::incoming(listener, tls, token.clone());
     let serving = tonic::transport::Server::builder()
         .add_service(server)

@@ -1,11 +1,12 @@
-//! Test harness shared by the broker's integration tests: a real name server and a real broker on
-//! 127.0.0.1 with ephemeral ports, in a temporary directory with small segments, plus a raw
-//! protocol client and builders for the requests tests send.
+//! # comet-testkit
+//!
+//! The harness of Comet's integration tests: a real name server and a real broker on 127.0.0.1
+//! with ephemeral ports, in a temporary directory with small segments (with the broker's gRPC
+//! endpoint when its configuration asks for one), plus a raw protocol client and builders for
+//! the requests tests send.
 //!
 //! Tests never sleep to synchronize: asynchronous effects are awaited with [`wait_until`], which
 //! polls a condition until a deadline and reports failure instead of hanging.
-
-#![allow(dead_code)]
 
 pub mod grpc;
 pub mod scrape;
@@ -66,6 +67,8 @@ pub fn test_config(dir: &Path) -> BrokerConfig {
 /// A running name server (if requested) and broker, with a client to talk to them.
 pub struct TestBroker {
     pub handle: Option<BrokerHandle>,
+    /// The broker's gRPC endpoint, when its configuration serves one.
+    pub grpc: Option<comet_grpc::GrpcEndpoint>,
     pub namesrv: Option<NameServerHandle>,
     pub client: RemotingClient,
     /// Broker address to send requests to.
@@ -95,9 +98,13 @@ impl TestBroker {
         let handle = BrokerController::start(config.clone())
             .await
             .expect("broker starts");
+        let grpc = comet_grpc::start(&handle)
+            .await
+            .expect("gRPC endpoint starts");
         let addr = handle.local_addr().to_string();
         TestBroker {
             handle: Some(handle),
+            grpc,
             namesrv: Some(namesrv),
             client: RemotingClient::new(ClientConfig::default()),
             addr,
@@ -108,6 +115,11 @@ impl TestBroker {
 
     pub fn handle(&self) -> &BrokerHandle {
         self.handle.as_ref().expect("broker running")
+    }
+
+    /// Where the broker's gRPC endpoint listens, when it serves one.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc.as_ref().map(|g| g.addr)
     }
 
     pub fn ctx(&self) -> &Arc<BrokerContext> {
@@ -151,6 +163,9 @@ impl TestBroker {
 
     /// Stops the broker only (the name server and directory stay).
     pub async fn stop_broker(&mut self) {
+        if let Some(grpc) = self.grpc.take() {
+            grpc.shutdown().await;
+        }
         if let Some(handle) = self.handle.take() {
             handle.shutdown().await.expect("broker shuts down cleanly");
         }
@@ -178,6 +193,9 @@ impl TestBroker {
         let handle = BrokerController::start(self.config.clone())
             .await
             .expect("broker restarts");
+        self.grpc = comet_grpc::start(&handle)
+            .await
+            .expect("gRPC endpoint restarts");
         self.addr = handle.local_addr().to_string();
         self.handle = Some(handle);
     }

@@ -1,4 +1,4 @@
-//! What the broker's gRPC tests share: a broker with its gRPC endpoint on an ephemeral port and a
+//! What the gRPC tests share: a broker with its gRPC endpoint on an ephemeral port and a
 //! tonic client generated from Comet's own protos, and the small builders every call needs.
 
 use comet_broker::BrokerConfig;
@@ -6,7 +6,7 @@ use comet_grpc_proto::v2;
 use comet_grpc_proto::v2::messaging_service_client::MessagingServiceClient;
 use tonic::transport::Channel;
 
-use super::TestBroker;
+use crate::TestBroker;
 
 /// Largest answer the test client accepts (bodies over tonic's 4 MiB default are tested).
 pub const MAX_DECODING_BYTES: usize = 64 * 1024 * 1024;
@@ -22,7 +22,7 @@ pub async fn start_grpc(
         tweak(c);
     })
     .await;
-    let addr = broker.handle().grpc_addr().expect("gRPC endpoint on");
+    let addr = broker.grpc_addr().expect("gRPC endpoint on");
     let client = MessagingServiceClient::connect(format!("http://{addr}"))
         .await
         .expect("connects")

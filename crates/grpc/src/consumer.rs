@@ -2,7 +2,7 @@
 //! gRPC clients hold, and QueryAssignment.
 //!
 //! A gRPC receipt handle is the broker's POP handle (the POP_CK property, see
-//! [`crate::pop::handle`]) followed by the message's commit-log offset, the nine fields Apache's
+//! [`comet_broker::pop::handle`]) followed by the message's commit-log offset, the nine fields Apache's
 //! proxy hands out. The commit-log offset is what ForwardMessageToDeadLetterQueue needs to find
 //! the message again. A handle whose invisible time has ended (`popTime + invisibleTime <= now`)
 //! is refused with INVALID_RECEIPT_HANDLE, as Apache's proxy refuses it; so is one that does not
@@ -20,8 +20,8 @@ use comet_protocol::naming::{validate_group, validate_topic};
 
 use super::route::endpoints_of;
 use super::status;
-use crate::context::BrokerContext;
-use crate::pop::handle::ReceiptHandle;
+use comet_broker::context::BrokerContext;
+use comet_broker::pop::handle::ReceiptHandle;
 
 /// Longest invisible time a receive or a change may ask for.
 pub const MAX_INVISIBLE: std::time::Duration = std::time::Duration::from_secs(12 * 60 * 60);
