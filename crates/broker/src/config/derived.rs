@@ -273,7 +273,7 @@ impl BrokerConfig {
     }
 
     /// Whether the gRPC endpoint is served: `enableGrpcServer` (under `aclEnable` it checks the
-    /// credentials of every call, see [`crate::grpc::acl`]).
+    /// credentials of every call, see the `comet-grpc` crate's ACL check).
     pub fn serves_grpc(&self) -> bool {
         self.enable_grpc_server
     }

@@ -10,7 +10,7 @@
 //!
 //! [`put_message`] is the same store entry for the broker's own re-puts (send-back, DLQ, delay
 //! delivery, timer delivery, POP checkpoints and retries, transaction commits): the timer rewrite
-//! ([`crate::timer`]) and the delay-level rewrite (DELAY ≥ 1 → `SCHEDULE_TOPIC_XXXX`, queue
+//! (timer messages) and the delay-level rewrite (DELAY ≥ 1 → `SCHEDULE_TOPIC_XXXX`, queue
 //! `level − 1`, REAL_TOPIC/REAL_QID saved), after which the store gives the ConsumeQueue unit
 //! the delivery time as tags code.
 //!
@@ -547,7 +547,7 @@ pub fn batch_member_properties<'a>(
 }
 
 /// Stores a message, rewriting it for the timer wheel first when it carries a timer property
-/// (see [`crate::timer`]) or for the delay queue when it carries `DELAY ≥ 1`.
+/// (a timer message) or for the delay queue when it carries `DELAY ≥ 1`.
 pub async fn put_message(ctx: &BrokerContext, msg: MessageExt) -> PutMessageResult {
     put_message_with(ctx, msg, Commit::Now).await
 }

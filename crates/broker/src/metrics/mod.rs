@@ -38,10 +38,6 @@ pub mod traffic;
 mod traffic_families;
 pub mod windows;
 
-/// Content type of an OpenMetrics text exposition.
-pub const OPENMETRICS_CONTENT_TYPE: &str =
-    "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
 /// The registry of one broker: its constant labels and the scrape-time collector, which also
 /// reports the back-pressure counters `transport` of its listeners.
 pub fn registry(

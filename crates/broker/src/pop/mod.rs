@@ -2,11 +2,11 @@
 //! reads, and a message handed out stays invisible to the group until it is acked or its
 //! invisible time ends, when it comes back.
 //!
-//! - [`processor`]: POP_MESSAGE reads the topic's queues (and the group's POP retry topic
+//! - [`crate::core::pop`]: POP_MESSAGE reads the topic's queues (and the group's POP retry topic
 //!   `%RETRY%<group>_<topic>`), advances the group's offset at once, and records one
 //!   checkpoint per queue batch; PEEK_MESSAGE reads without either; NOTIFICATION and
 //!   POLLING_INFO answer whether messages wait.
-//! - [`ack`]: ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME.
+//! - [`crate::core::ack`]: ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME.
 //! - [`revive`]: brings back what was not acked in time.
 //!
 //! Crash safety follows RocketMQ's design: checkpoints and acks are messages of the revive log

@@ -1,5 +1,5 @@
-//! LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): queue ownership for orderly consumers (see
-//! [`RebalanceLockManager`](crate::rebalance_lock::RebalanceLockManager)).
+//! LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): queue ownership for orderly consumers (see the
+//! broker's rebalance lock table).
 //!
 //! The lock response lists exactly the queues the requester holds afterwards; queues held by
 //! another live client are left out, and the client simply does not consume them this round.

@@ -9,7 +9,7 @@
 //! bounds and the next offset, and the remark is the store status name.
 //!
 //! A pull that finds nothing new (PULL_NOT_FOUND) with the SUSPEND bit is held by the
-//! [`PullRequestHoldService`](crate::long_polling::PullRequestHoldService) instead of being
+//! broker's pull hold service instead of being
 //! answered; a held pull re-enters [`process_pull`] with `allow_suspend = false`, which also keeps
 //! it from committing its offset a second time.
 

@@ -30,7 +30,7 @@ use comet_store::{PutMessageStatus, StoreError};
 
 use crate::config::BrokerConfig;
 use crate::schedule::{reput_copy, restore_real_topic};
-pub use transform::{TimerRules, requested_deliver_ms};
+pub use transform::TimerRules;
 
 /// Longest pause of the enqueue task when the timer topic has nothing new.
 pub const ENQUEUE_POLL: Duration = Duration::from_millis(100);
