@@ -510,6 +510,7 @@ fn stop_members(members: &mut [Member]) {
     }
 }
 
+#[allow(unsafe_code)]
 fn signal(pid: u32, sig: libc::c_int) {
     if let Ok(pid) = libc::pid_t::try_from(pid) {
         // SAFETY: kill(2) only sends a signal; an unknown pid yields ESRCH, which is ignored.

@@ -201,6 +201,7 @@ fn run() -> Result<()> {
 /// Client tools end quietly when the reader of their output goes away (`comet topic list | head`),
 /// as other command-line tools do; with SIGPIPE ignored, as Rust starts programs, the next write
 /// to stdout would panic instead. Sockets are unaffected: they are written with MSG_NOSIGNAL.
+#[allow(unsafe_code)]
 fn restore_default_sigpipe() {
     // SAFETY: runs first thing in main, before any other thread exists; SIG_DFL is a valid
     // disposition for SIGPIPE.

@@ -485,9 +485,12 @@ async fn an_interrupted_or_idle_consume_commits_what_it_printed() {
         let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout"));
         let mut first = String::new();
         lines.read_line(&mut first).expect("first line");
-        let pid = i32::try_from(child.id()).expect("pid");
-        // SAFETY: a plain kill(2) of the child this test started and has not reaped.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+        // Ctrl-C, as a terminal sends it.
+        let interrupted = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(interrupted.success());
         let rest = lines.lines().count();
         let status = child.wait().expect("comet exits");
         assert!(status.success(), "Ctrl-C ends consume cleanly: {status}");

@@ -10,6 +10,7 @@
 //! a login; see [`auth`] for the security model and [`config`] for the keys. A running console
 //! also samples the cluster for its charts ([`sampler`] into [`history`]).
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod api;

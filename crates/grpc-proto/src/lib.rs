@@ -5,6 +5,8 @@
 //! (rocketmq-proto 2.0.4) message for message and field for field; the interop suite
 //! `interop/grpc-descriptors` compares their descriptors with the ones inside Apache's jar.
 
+#![forbid(unsafe_code)]
+
 /// Generated messages, enums and services of package `apache.rocketmq.v2`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod v2 {

@@ -23,6 +23,8 @@
 //! As with Apache's proxy, errors are answered in-band (a `Status` with a v2 `Code` inside a
 //! gRPC OK) and every RPC needs the `x-mq-client-id` header.
 
+#![forbid(unsafe_code)]
+
 pub mod ack;
 pub mod acl;
 pub mod clients;

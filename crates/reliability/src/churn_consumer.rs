@@ -92,6 +92,7 @@ pub fn body_hash(body: &[u8]) -> u64 {
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (0 if the clock cannot be read).
+#[allow(unsafe_code)]
 pub fn monotonic_nanos() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -189,6 +189,7 @@ impl Serve {
     }
 
     /// Sends SIGTERM without waiting.
+    #[allow(unsafe_code)]
     pub fn signal_terminate(&self) -> Result<()> {
         let pid = libc::pid_t::try_from(self.child.id())
             .map_err(|_| Error::Violation("child pid out of range".into()))?;

@@ -96,7 +96,7 @@ async fn start(
     config: ServerConfig,
     setup: impl FnOnce(&RemotingServer),
 ) -> (ServerHandle, String) {
-    let server = RemotingServer::bind(config).await.unwrap();
+    let server = RemotingServer::bind(config).await.expect("server binds");
     server.register(ECHO, echo());
     setup(&server);
     let addr = server.local_addr().to_string();
@@ -117,15 +117,15 @@ fn request(code: i32, ser: SerializeType, tag: &str) -> RemotingCommand {
 
 async fn write_raw(stream: &mut TcpStream, cmd: &RemotingCommand) {
     stream
-        .write_all(&encode_to_bytes(cmd).unwrap())
+        .write_all(&encode_to_bytes(cmd).expect("encodes"))
         .await
-        .unwrap();
+        .expect("written");
 }
 
 /// Reads the next frame; `None` when the server closed the connection.
 async fn read_raw(stream: &mut TcpStream, buf: &mut BytesMut) -> Option<RemotingCommand> {
     loop {
-        if let Some(cmd) = decode_frame(buf).unwrap() {
+        if let Some(cmd) = decode_frame(buf).expect("a well-formed frame") {
             return Some(cmd);
         }
         match stream.read_buf(buf).await {
@@ -323,7 +323,7 @@ async fn assert_closed_then_served(mut stream: TcpStream, addr: &str) {
             RPC_TIMEOUT,
         )
         .await
-        .unwrap();
+        .expect("the server answers a new connection");
     assert_eq!(rsp.code, SUCCESS);
     client.shutdown().await;
 }

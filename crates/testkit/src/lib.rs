@@ -8,6 +8,8 @@
 //! Tests never sleep to synchronize: asynchronous effects are awaited with [`wait_until`], which
 //! polls a condition until a deadline and reports failure instead of hanging.
 
+#![forbid(unsafe_code)]
+
 pub mod grpc;
 pub mod scrape;
 

@@ -200,6 +200,7 @@ impl BrokerConfig {
 }
 
 /// The first IPv4 address of an up, non-loopback interface, in the order the OS lists them.
+#[allow(unsafe_code)]
 pub fn first_non_loopback_ipv4() -> Option<Ipv4Addr> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.

@@ -135,6 +135,7 @@ fn release_slots(spacing: f64, deadline: Option<Instant>, permits: &Semaphore) {
 }
 
 #[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
 fn set_fine_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer and only affects the calling thread.
     let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, PACER_TIMER_SLACK_NANOS, 0, 0, 0) };
