@@ -9,6 +9,8 @@
 //! - [`put`]: storing a message (a producer's send, single or batch, half messages, the delay and
 //!   timer rewrites) and the broker's own re-puts.
 //! - [`send_back`]: a consumer giving back a message it failed to process (retry topic or DLQ).
+//! - [`pull`]: a consumer's pull of a queue.
+//! - [`offsets`]: a consumer group's committed offsets, queried and committed.
 //! - [`pop`]: a POP consumer's read, with long polling.
 //! - [`ack`]: acks of popped messages and changes of their invisible time.
 //! - [`end_transaction`]: a transaction's verdict (commit or rollback of its half message).
@@ -18,7 +20,9 @@
 
 pub mod ack;
 pub mod end_transaction;
+pub mod offsets;
 pub mod pop;
+pub mod pull;
 pub mod put;
 pub mod send_back;
 

@@ -1,11 +1,9 @@
 //! Consumer group requests: GET_CONSUMER_LIST_BY_GROUP (38), QUERY_CONSUMER_OFFSET (14) and
 //! UPDATE_CONSUMER_OFFSET (15).
 //!
-//! QUERY_CONSUMER_OFFSET decides where a consumer without a committed offset starts. Answering
-//! QUERY_NOT_FOUND makes the client apply its `consumeFromWhere`; answering 0 makes it read
-//! from the start. RocketMQ answers 0 only when the client allows it (`setZeroIfNotFound`, absent =
-//! allowed) and the queue still holds its very first message — otherwise a new group would replay
-//! a queue that retention has already cut.
+//! The offsets are the broker's core operations ([`crate::core::offsets`]); an offset query the
+//! core has no answer for is QUERY_NOT_FOUND, which makes the client apply its
+//! `consumeFromWhere`.
 //!
 //! UPDATE_CONSUMER_OFFSET is normally oneway (the transport then sends nothing), but the Go
 //! client sends it as a normal request and waits, so it is always answered when asked.
@@ -23,6 +21,7 @@ use comet_remoting::{Channel, RequestProcessor};
 use futures::future::BoxFuture;
 
 use crate::context::BrokerContext;
+use crate::core::offsets;
 use crate::processor::{Answer, answer, client_host, decode_header, error_response, reject};
 
 /// Handles codes 38, 14 and 15.
@@ -72,24 +71,13 @@ impl ConsumerManageProcessor {
 
     fn query_offset(&self, request: &RemotingCommand) -> Answer {
         let header: QueryConsumerOffsetRequestHeader = decode_header(request)?;
-        let (group, topic, queue_id) = (
-            header.consumer_group.as_str(),
-            header.topic.as_str(),
+        let offset = offsets::query_consumer_offset(
+            &self.ctx,
+            &header.consumer_group,
+            &header.topic,
             header.queue_id,
+            header.set_zero_if_not_found != Some(false),
         );
-        let stored = self
-            .ctx
-            .consumer_offsets
-            .query_offset(group, topic, queue_id);
-        let offset = if stored >= 0 {
-            Some(stored)
-        } else if header.set_zero_if_not_found == Some(false) {
-            None
-        } else if self.first_message_present(topic, queue_id) {
-            Some(0)
-        } else {
-            None
-        };
         Ok(match offset {
             Some(offset) => {
                 let mut response = RemotingCommand::response(ResponseCode::Success, None);
@@ -103,37 +91,17 @@ impl ConsumerManageProcessor {
         })
     }
 
-    /// The queue still starts at offset 0 and its first message is still readable.
-    fn first_message_present(&self, topic: &str, queue_id: i32) -> bool {
-        let store = &self.ctx.store;
-        store.get_min_offset_in_queue(topic, queue_id) <= 0
-            && store.get_max_offset_in_queue(topic, queue_id) > 0
-            && store.get_message_store_timestamp(topic, queue_id, 0) >= 0
-    }
-
     fn update_offset(&self, channel: &Channel, request: &RemotingCommand) -> Answer {
         let header: UpdateConsumerOffsetRequestHeader = decode_header(request)?;
-        let group = header.consumer_group.as_str();
-        let topic = header.topic.as_str();
-        if !self.ctx.subscription_groups.contains(group) {
-            return Err(reject(
-                ResponseCode::SubscriptionGroupNotExist,
-                format!("subscription group [{group}] does not exist"),
-            ));
-        }
-        if self.ctx.topic_config.select(topic).is_none() {
-            return Err(reject(
-                ResponseCode::TopicNotExist,
-                format!("topic[{topic}] not exist, apply first please!"),
-            ));
-        }
-        self.ctx.consumer_offsets.commit_offset(
-            client_host(channel),
-            group,
-            topic,
+        offsets::commit_consumer_offset(
+            &self.ctx,
+            &client_host(channel),
+            &header.consumer_group,
+            &header.topic,
             header.queue_id,
             header.commit_offset,
-        );
+        )
+        .map_err(|refusal| reject(refusal.code, refusal.remark))?;
         Ok(RemotingCommand::response(ResponseCode::Success, None))
     }
 }
