@@ -21,6 +21,17 @@ pub const DEFAULT_SAMPLE_INTERVAL_SECS: u64 = 10;
 /// Longest sample interval accepted (an hour).
 pub const MAX_SAMPLE_INTERVAL_SECS: u64 = 3600;
 
+/// One console key for the configuration reference (`docs/configuration.md`).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyDoc {
+    /// The key.
+    pub key: &'static str,
+    /// The default as text; empty when the key is unset by default.
+    pub default: &'static str,
+    /// What it means and which values are accepted.
+    pub doc: &'static str,
+}
+
 /// Everything the console needs to start.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ConsoleConfig {
@@ -99,6 +110,65 @@ impl ConsoleConfig {
         "consoleAccessKey",
         "consoleSecretKey",
         "consoleSampleIntervalSecs",
+    ];
+
+    /// Every key with its default and meaning, in the order of [`ConsoleConfig::KEYS`].
+    pub const REFERENCE: &'static [KeyDoc] = &[
+        KeyDoc {
+            key: "consoleEnable",
+            default: "true",
+            doc: "Serve the console from the `comet serve` or `comet broker` process (`comet \
+                  cluster` and `comet console` serve theirs in their own process).",
+        },
+        KeyDoc {
+            key: "consoleHost",
+            default: "127.0.0.1",
+            doc: "IP the console listens on. It speaks plain HTTP: to expose it, put TLS in \
+                  front of it.",
+        },
+        KeyDoc {
+            key: "consolePort",
+            default: "8080",
+            doc: "Port the console listens on; 0 picks a free port. Under `comet serve` with an \
+                  ephemeral broker port (`--broker-listen 127.0.0.1:0`) it is ephemeral too, and \
+                  the ready file gains `\"console\":\"host:port\"`.",
+        },
+        KeyDoc {
+            key: "consolePassword",
+            default: "",
+            doc: "The `admin` (read-write) account's password, at least 8 characters. Unset, \
+                  one is generated at first start, printed once and its hash kept in \
+                  `users.json` in the console's data directory.",
+        },
+        KeyDoc {
+            key: "consoleReadOnlyPassword",
+            default: "",
+            doc: "The read-only `viewer` account's password, at least 8 characters and not \
+                  `consolePassword`. Unset, there is no `viewer` account.",
+        },
+        KeyDoc {
+            key: "consoleSessionTimeoutSecs",
+            default: "1800",
+            doc: "Idle seconds after which a session ends (1 to 604800).",
+        },
+        KeyDoc {
+            key: "consoleAccessKey",
+            default: "",
+            doc: "The ACL 1.0 account the console signs its cluster requests with, for brokers \
+                  with `aclEnable=true`; an admin account to create, delete or reset. Set with \
+                  `consoleSecretKey` or not at all.",
+        },
+        KeyDoc {
+            key: "consoleSecretKey",
+            default: "",
+            doc: "The secret key of `consoleAccessKey`.",
+        },
+        KeyDoc {
+            key: "consoleSampleIntervalSecs",
+            default: "10",
+            doc: "Seconds between two samples of the charts' figures (message rates, lag), 1 to \
+                  3600; each series keeps 360 samples.",
+        },
     ];
 
     /// Whether `key` is a console key (they all start with `console`).
@@ -215,6 +285,24 @@ impl ConsoleConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reference table names every key once, in the order of `KEYS`, with the default a
+    /// fresh configuration has.
+    #[test]
+    fn the_reference_table_matches_the_keys_and_defaults() {
+        let keys: Vec<&str> = ConsoleConfig::REFERENCE.iter().map(|d| d.key).collect();
+        assert_eq!(keys, ConsoleConfig::KEYS);
+        for doc in ConsoleConfig::REFERENCE {
+            let mut c = ConsoleConfig::default();
+            assert_eq!(c.set(doc.key, doc.default), Ok(true), "{}", doc.key);
+            assert!(c == ConsoleConfig::default(), "default of {}", doc.key);
+            assert!(
+                !doc.doc.trim().is_empty(),
+                "{} has no documentation",
+                doc.key
+            );
+        }
+    }
 
     #[test]
     fn defaults_keys_and_validation() {

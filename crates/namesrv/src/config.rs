@@ -44,6 +44,107 @@ pub enum ConfigError {
     Listener(#[from] ServerConfigError),
 }
 
+/// When a change of a name server key takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// `updateNamesrvConfig` changes it while the name server runs (until it stops).
+    Live,
+    /// Read only at start: an update is refused with INVALID_PARAMETER naming the key.
+    Start,
+    /// Shown by `getNamesrvConfig` but never changed by a tool: an update is refused with
+    /// NO_PERMISSION, as Apache RocketMQ refuses it.
+    Never,
+}
+
+/// One name server key for the configuration reference (`docs/configuration.md`).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyDoc {
+    /// The key, as `getNamesrvConfig` lists it and `updateNamesrvConfig` takes it.
+    pub key: &'static str,
+    /// The default of `comet namesrv`, as `getNamesrvConfig` shows it.
+    pub default: &'static str,
+    /// The `comet namesrv` flag that sets it, or empty when no flag does.
+    pub flag: &'static str,
+    /// When a change takes effect.
+    pub applied: Applied,
+    /// What it means.
+    pub doc: &'static str,
+}
+
+impl NamesrvConfig {
+    /// Every key `getNamesrvConfig` lists, in its order (sorted by key).
+    pub const REFERENCE: &'static [KeyDoc] = &[
+        KeyDoc {
+            key: "bindAddress",
+            default: "127.0.0.1",
+            flag: "--listen",
+            applied: Applied::Start,
+            doc: "IP the listener binds: the host part of `--listen` (default \
+                  `127.0.0.1:9876`, so a default start is reachable from this machine only; \
+                  deployments give `0.0.0.0:9876`).",
+        },
+        KeyDoc {
+            key: "configBlackList",
+            default: "configBlackList;configStorePath;kvConfigPath",
+            flag: "",
+            applied: Applied::Never,
+            doc: "Keys `updateNamesrvConfig` refuses with NO_PERMISSION (Apache's default list).",
+        },
+        KeyDoc {
+            key: "kvConfigPath",
+            default: "<data dir>/kvConfig.json",
+            flag: "--data-dir",
+            applied: Applied::Never,
+            doc: "The KV config file (`mqadmin updateKvConfig`, the order-topic configuration). \
+                  Its directory is `--data-dir`: `comet-data/namesrv` for `comet namesrv`, \
+                  `<--data-dir>/namesrv` for `comet serve`.",
+        },
+        KeyDoc {
+            key: "listenPort",
+            default: "9876",
+            flag: "--listen",
+            applied: Applied::Start,
+            doc: "Port of the listener: the port part of `--listen`; 0 picks an ephemeral port.",
+        },
+        KeyDoc {
+            key: "orderMessageEnable",
+            default: "true",
+            flag: "",
+            applied: Applied::Live,
+            doc: "Put the order-topic configuration (KV namespace `ORDER_TOPIC_CONFIG`, filled by \
+                  `mqadmin updateOrderConf`) into topic routes. Apache's default is `false`; \
+                  Comet's is `true`, because the namespace stays empty until an operator fills \
+                  it, and one who does wants it used.",
+        },
+        KeyDoc {
+            key: "scanNotActiveBrokerInterval",
+            default: "5000",
+            flag: "",
+            applied: Applied::Start,
+            doc: "Period, in ms, of the scan that drops brokers whose registration expired \
+                  (after 120 s, or the `heartbeatTimeoutMillis` a broker's registration \
+                  announces). Fixed \
+                  in `comet namesrv`: no flag sets it.",
+        },
+        KeyDoc {
+            key: "serverChannelMaxIdleTimeSeconds",
+            default: "120",
+            flag: "--server-channel-max-idle-time-seconds",
+            applied: Applied::Start,
+            doc: "Connections that send nothing for this many seconds are closed; 0 never \
+                  closes them. Under `comet serve`, the broker's key of the same name.",
+        },
+        KeyDoc {
+            key: "writeBufferHighWaterMark",
+            default: "4194304",
+            flag: "--write-buffer-high-water-mark",
+            applied: Applied::Start,
+            doc: "Unsent bytes of one connection above which it stops reading requests. Under \
+                  `comet serve`, the broker's key of the same name.",
+        },
+    ];
+}
+
 /// Settings of a [`crate::NameServer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamesrvConfig {

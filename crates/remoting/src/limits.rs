@@ -62,9 +62,10 @@ pub const WRITE_MAX_PARTS: usize = 512;
 pub const WRITE_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A server connection's reader lets the requests it spawned run after this many of them had to
-/// wait, before reading on (see `ConnectionOptions::yield_after_waiting_requests`). On W2 (32
-/// sync producers on one connection, SYNC_FLUSH) the first sends then ask for the group commit
-/// while the rest are appended: 40.1 k msg/s against 35.3 k without the yield and 38.8 k after 8.
+/// wait, before reading on (see `ConnectionOptions::yield_after_waiting_requests`). With 32
+/// concurrent synchronous 1 KiB sends on one connection under SYNC_FLUSH, the first sends then
+/// ask for the group commit while the rest are appended: 40.1 k msg/s against 35.3 k without the
+/// yield and 38.8 k after 8.
 pub const READER_YIELD_AFTER_WAITING_REQUESTS: usize = 4;
 
 /// Initial read buffer of a connection; it grows up to one whole frame when needed.

@@ -224,6 +224,46 @@ mod tests {
         assert_eq!(value("orderMessageEnable").as_deref(), Some("true"));
     }
 
+    /// The reference table (`NamesrvConfig::REFERENCE`) lists exactly the keys answered, with
+    /// the defaults answered, and says truly which keys an update may change.
+    #[test]
+    fn the_reference_table_matches_the_settings() {
+        use crate::config::{Applied, NamesrvConfig};
+        let (ctx, _dir) = context();
+        let pairs = parse_properties(&properties_text(&ctx));
+        let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+        let documented: Vec<&str> = NamesrvConfig::REFERENCE.iter().map(|d| d.key).collect();
+        assert_eq!(keys, documented);
+        let defaults = NamesrvConfig::default();
+        for doc in NamesrvConfig::REFERENCE {
+            let value = match doc.key {
+                // The test context listens on an ephemeral port in a temporary directory.
+                "bindAddress" | "listenPort" | "kvConfigPath" => None,
+                _ => pairs.iter().find(|(k, _)| k == doc.key).map(|(_, v)| v),
+            };
+            if let Some(value) = value {
+                assert_eq!(value, doc.default, "default of {}", doc.key);
+            }
+            let reply = update_config(&ctx, &update(&format!("{}={}", doc.key, doc.default)));
+            match doc.applied {
+                Applied::Live => assert!(reply.is_ok(), "{}: {reply:?}", doc.key),
+                Applied::Start => assert_eq!(
+                    reply.expect_err(doc.key).code,
+                    ResponseCode::InvalidParameter
+                ),
+                Applied::Never => {
+                    assert_eq!(reply.expect_err(doc.key).code, ResponseCode::NoPermission)
+                }
+            }
+        }
+        let listen = format!(
+            "{}:{}",
+            NamesrvConfig::REFERENCE[0].default,
+            NamesrvConfig::REFERENCE[3].default
+        );
+        assert_eq!(listen, defaults.listen_addr);
+    }
+
     #[test]
     fn order_message_enable_changes_at_runtime_and_is_listed() {
         let (ctx, _dir) = context();

@@ -29,8 +29,8 @@
 //! broker commits the appends of the sends being answered); when the fence reports that it woke
 //! tasks about to answer too (the broker: pulls held for those messages), the writer lets them
 //! run once, takes what they queued into the same write and runs the fence again, so that a
-//! producer's answer and its consumer's pull response reach the peer together (W3: one `sendto`
-//! per message instead of two). Before writing a batch holding a frame
+//! producer's answer and its consumer's pull response reach the peer together (a producer and a
+//! push consumer in one process: one `sendto` per message instead of two). Before writing a batch holding a frame
 //! marked [`Frame::gather`] (a server's response to a request that waited, a client's gathered
 //! request) it lets the other ready tasks run once, so frames produced together leave together
 //! (see [`write_loop`]). A response marked with a [`comet_protocol::ResponseHold`] (the broker's
@@ -183,12 +183,14 @@ where
 /// Such frames are produced together: a SYNC_FLUSH group commit answers every send it covered,
 /// a new message wakes many held pulls, a batch of responses wakes a producer's senders, each
 /// of which sends its next message. The first frame queued wakes this writer, which tokio runs
-/// next (its LIFO slot), so without the turn each went out in its own `send`. W2 (32
-/// producers, SYNC_FLUSH), server side: 32.7–35.0 k → 41.6–42.6 k msg/s, broker CPU per send
-/// 25–27 → 20 µs. Unmarked frames are written at once: responses produced on the reader itself
-/// (a send under ASYNC_FLUSH) are already written in batches, and gathering those too only
-/// delayed them (W1 −4 %); a consumer's pull request waiting for the consumer's other tasks cost
-/// W4 15–20 % (see [`crate::RemotingClient::invoke_gathered`] for the client side).
+/// next (its LIFO slot), so without the turn each went out in its own `send`. With 32
+/// concurrent synchronous 1 KiB sends under SYNC_FLUSH, gathering on the server side took
+/// 32.7–35.0 k msg/s to 41.6–42.6 k and broker CPU per send from 25–27 to 20 µs. Unmarked frames
+/// are written at once: responses produced on the reader itself (a send under ASYNC_FLUSH) are
+/// already written in batches, and gathering those too only delayed them (4 % fewer of those
+/// sends per second); a consumer's pull request waiting for the consumer's other tasks made a
+/// consumer catching up on a backlog 15–20 % slower (see
+/// [`crate::RemotingClient::invoke_gathered`] for the client side).
 async fn write_loop<W: AsyncWrite + Unpin>(
     channel: Channel,
     mut socket: W,
