@@ -90,17 +90,13 @@ pub async fn ack(ctx: &BrokerContext, header: &AckMessageRequestHeader) -> Resul
         );
         return Ok(());
     }
-    let ack = AckMsg {
-        ack_offset: header.offset,
-        start_offset: handle.ck_start_offset,
-        group: header.consumer_group.clone(),
-        topic: header.topic.clone(),
-        queue_id: header.queue_id,
-        pop_time: handle.pop_time,
-        broker_name: handle.broker_name.clone(),
-        ack_offsets: Vec::new(),
-        invisible_time: handle.invisible_time,
-    };
+    let ack = single_ack(
+        &handle,
+        &header.consumer_group,
+        &header.topic,
+        header.queue_id,
+        header.offset,
+    );
     write_ack(ctx, &ack, handle.revive_qid).await
 }
 
@@ -225,6 +221,27 @@ pub async fn batch_ack(ctx: &BrokerContext, body: Option<BatchAckBody>) -> Resul
     Ok(())
 }
 
+/// The ack of the message at `offset` popped under `handle`.
+fn single_ack(
+    handle: &ReceiptHandle,
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+) -> AckMsg {
+    AckMsg {
+        ack_offset: offset,
+        start_offset: handle.ck_start_offset,
+        group: group.to_owned(),
+        topic: topic.to_owned(),
+        queue_id,
+        pop_time: handle.pop_time,
+        broker_name: handle.broker_name.clone(),
+        ack_offsets: Vec::new(),
+        invisible_time: handle.invisible_time,
+    }
+}
+
 /// Stores an ack in revive queue `revive_qid`.
 async fn write_ack(ctx: &BrokerContext, ack: &AckMsg, revive_qid: i32) -> Result<(), Refusal> {
     let body = serde_json::to_vec(ack)
@@ -300,17 +317,13 @@ pub async fn change_invisible(
             "writing the new checkpoint failed",
         ));
     }
-    let old = AckMsg {
-        ack_offset: header.offset,
-        start_offset: handle.ck_start_offset,
-        group: header.consumer_group.clone(),
-        topic: header.topic.clone(),
-        queue_id: header.queue_id,
-        pop_time: handle.pop_time,
-        broker_name: handle.broker_name.clone(),
-        ack_offsets: Vec::new(),
-        invisible_time: handle.invisible_time,
-    };
+    let old = single_ack(
+        &handle,
+        &header.consumer_group,
+        &header.topic,
+        header.queue_id,
+        header.offset,
+    );
     write_ack(ctx, &old, handle.revive_qid).await?;
     Ok(InvisibleChanged {
         pop_time: now,

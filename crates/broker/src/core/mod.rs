@@ -26,7 +26,10 @@ pub mod pull;
 pub mod put;
 pub mod send_back;
 
+use comet_protocol::body::{TopicConfig, perm};
 use comet_protocol::code::ResponseCode;
+
+use crate::context::BrokerContext;
 
 /// Why an operation was refused: RocketMQ's response code and a remark for the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,3 +61,26 @@ impl std::fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+/// The configuration of `topic` for a read: TOPIC_NOT_EXIST when the broker does not have it,
+/// NO_PERMISSION ("the topic[..] `reading` message is forbidden", RocketMQ's words) when it is
+/// not readable.
+pub(crate) fn readable_topic(
+    ctx: &BrokerContext,
+    topic: &str,
+    reading: &str,
+) -> Result<TopicConfig, Refusal> {
+    let Some(topic_config) = ctx.topic_config.select(topic) else {
+        return Err(Refusal::new(
+            ResponseCode::TopicNotExist,
+            format!("topic[{topic}] not exist, apply first please!"),
+        ));
+    };
+    if !perm::is_readable(topic_config.perm) {
+        return Err(Refusal::new(
+            ResponseCode::NoPermission,
+            format!("the topic[{topic}] {reading} message is forbidden"),
+        ));
+    }
+    Ok(topic_config)
+}

@@ -191,18 +191,7 @@ fn check(
         ));
     }
     let topic = header.topic.as_str();
-    let Some(topic_config) = ctx.topic_config.select(topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{topic}] not exist, apply first please!"),
-        ));
-    };
-    if !perm::is_readable(topic_config.perm) {
-        return Err(Refusal::new(
-            ResponseCode::NoPermission,
-            format!("the topic[{topic}] peeking message is forbidden"),
-        ));
-    }
+    let topic_config = super::readable_topic(ctx, topic, "peeking")?;
     if header.queue_id >= topic_config.read_queue_nums {
         return Err(Refusal::new(
             ResponseCode::InvalidParameter,

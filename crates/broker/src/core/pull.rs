@@ -184,18 +184,7 @@ fn check_access(
             format!("subscription group no permission, {group}"),
         ));
     }
-    let Some(topic_config) = ctx.topic_config.select(topic) else {
-        return Err(Refusal::new(
-            ResponseCode::TopicNotExist,
-            format!("topic[{topic}] not exist, apply first please!"),
-        ));
-    };
-    if !perm::is_readable(topic_config.perm) {
-        return Err(Refusal::new(
-            ResponseCode::NoPermission,
-            format!("the topic[{topic}] pulling message is forbidden"),
-        ));
-    }
+    let topic_config = super::readable_topic(ctx, topic, "pulling")?;
     if header.queue_id < 0 || header.queue_id >= topic_config.read_queue_nums {
         return Err(Refusal::new(
             ResponseCode::SystemError,
