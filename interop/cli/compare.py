@@ -94,6 +94,7 @@ REDUCERS = {
     "topic_status": lambda t: sorted((q["queueId"], q["minOffset"], q["maxOffset"]) for q in one(t)["queues"]),
     "topic_cluster_list": lambda t: one(t)["clusters"],
     "group_progress": offsets,
+    "group_progress_push": offsets,
     "group_connections": connections,
     "group_status": lambda t: len(one(t)["clients"]),
     "group_config": group_config,

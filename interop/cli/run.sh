@@ -10,7 +10,8 @@
 #
 # Preparation on each target: topic CliTopic with 4 queues and 8 messages keyed ck0..ck7; group
 # CliOnline consuming it with a push consumer that stays online; group CliOffline that consumed 5
-# messages and left; a producer of group CliProducers sending to CliBenchTopic meanwhile.
+# messages and left (pull mode); group CliPushCount that consumed 3 in push mode and left (its lag
+# must be exactly the 5 it did not print, on both targets); a producer of group CliProducers sending to CliBenchTopic meanwhile.
 #
 #   interop/cli/run.sh
 #
@@ -132,12 +133,16 @@ print(next(b["addr"] for b in json.load(sys.stdin)["brokers"] if b["brokerId"] =
     ok create topic create "$TOPIC" -c "$CLUSTER" -r 4 -w 4
     ok create_bench topic create "$BENCH_TOPIC" -c "$CLUSTER" -r 1 -w 1
     ok create_temp topic create "$TEMP_TOPIC" -b "$ADDR" -r 2 -w 2
-    for g in CliOnline CliOffline CliClone CliCfg; do ok "create_$g" group create "$g" -c "$CLUSTER"; done
+    for g in CliOnline CliOffline CliPushCount CliClone CliCfg; do
+        ok "create_$g" group create "$g" -c "$CLUSTER"
+    done
     "$COMET" produce -n "$NAMESRV" "$TOPIC" --count 8 --keys "ck{i}" --body "cb{i}" --tags TagA \
         --json >"$OUT/produce.jsonl" || die "comet produce failed"
     wait_for "the last message is indexed" indexed ck7
     "$COMET" consume -n "$NAMESRV" "$TOPIC" --mode pull --from first --count 5 -g CliOffline \
         >/dev/null || die "the offline group could not consume"
+    "$COMET" consume -n "$NAMESRV" "$TOPIC" --mode push --from first --count 3 -g CliPushCount \
+        >/dev/null || die "the push-count group could not consume"
     "$COMET" consume -n "$NAMESRV" "$TOPIC" --mode push --from first -g CliOnline \
         >"$OUT/online.out" 2>&1 &
     CLIENT_PIDS+=($!)
@@ -147,6 +152,7 @@ print(next(b["addr"] for b in json.load(sys.stdin)["brokers"] if b["brokerId"] =
     wait_for "CliOnline is online" online CliOnline
     wait_for "CliOnline consumed everything" lag_is CliOnline 0
     wait_for "CliOffline committed 5" lag_is CliOffline 3
+    wait_for "CliPushCount committed exactly the 3 it printed" lag_is CliPushCount 5
     wait_for "CliProducers is online" producing
 }
 
@@ -164,6 +170,7 @@ print(m["msgId"], m["offsetMsgId"], m["queueId"], m["queueOffset"])' "$OUT/produ
     c topic_status topic status "$TOPIC"
     c topic_cluster_list topic cluster-list "$TOPIC"
     c group_progress group progress CliOffline -t "$TOPIC"
+    c group_progress_push group progress CliPushCount -t "$TOPIC"
     c group_connections group connections CliOnline
     c group_status group status CliOnline
     c group_config group config CliCfg
