@@ -29,8 +29,9 @@ pub struct BrokerContext {
     /// The configuration the broker started with: for the keys read only at start. The keys
     /// that change while the broker runs are read from [`BrokerContext::live_config`].
     pub config: Arc<BrokerConfig>,
-    /// The configuration in force, changed by UPDATE_BROKER_CONFIG.
-    pub runtime: RuntimeConfig,
+    /// The configuration in force, changed by UPDATE_BROKER_CONFIG (shared with the services
+    /// that read it on each use).
+    pub runtime: Arc<RuntimeConfig>,
     pub store: Arc<MessageStore>,
     pub topic_config: Arc<TopicConfigManager>,
     pub subscription_groups: Arc<SubscriptionGroupManager>,

@@ -84,7 +84,8 @@ impl BrokerController {
         tracing::info!(root = %root.display(), ?report, "message store opened");
 
         // From here on, a failed step closes the store again before the error is returned.
-        let replication = Arc::new(Replication::new(&config, &store));
+        let runtime = Arc::new(RuntimeConfig::new(Arc::clone(&config)));
+        let replication = Arc::new(Replication::new(&runtime, &store));
         let opened = match open_tables_and_bind(&config, &replication).await {
             Ok(opened) => opened,
             Err(e) => {
@@ -114,6 +115,7 @@ impl BrokerController {
         let ha_port = replication.master.local_addr().map_or(0, |a| a.port());
         let ctx = build_context(
             &config,
+            runtime,
             &store,
             tables,
             store_host,
@@ -269,6 +271,7 @@ async fn open_tables_and_bind(
 /// The state every processor and service shares.
 fn build_context(
     config: &Arc<BrokerConfig>,
+    runtime: Arc<RuntimeConfig>,
     store: &Arc<MessageStore>,
     tables: MetadataTables,
     store_host: SocketAddr,
@@ -277,7 +280,7 @@ fn build_context(
     let channel_expired = Duration::from_millis(config.channel_expired_timeout_ms);
     Arc::new(BrokerContext {
         config: Arc::clone(config),
-        runtime: RuntimeConfig::new(Arc::clone(config)),
+        runtime,
         store: Arc::clone(store),
         topic_config: tables.topic_config,
         subscription_groups: tables.subscription_groups,
@@ -298,10 +301,7 @@ fn build_context(
             tables.request_modes,
             tables.fifo,
         )),
-        outer_api: Arc::new(BrokerOuterApi::new(
-            config.namesrv_addr.clone(),
-            Duration::from_millis(config.register_broker_timeout_ms),
-        )),
+        outer_api: Arc::new(BrokerOuterApi::new(config.namesrv_addr.clone())),
         replication,
         store_host,
         shutdown: CancellationToken::new(),
@@ -409,18 +409,27 @@ fn spawn_registration_task(ctx: &Arc<BrokerContext>, identity: BrokerIdentity) -
             if shutdown.is_cancelled() {
                 return;
             }
-            let report = ctx
-                .outer_api
-                .register_broker_all(
-                    &identity,
-                    ctx.topic_config
-                        .to_register_wrapper(ctx.broker_permission()),
-                )
-                .await;
-            log_report("broker registration", &report);
-            ctx.replication.on_registered(&report);
+            register_once(&ctx, &identity).await;
         }
     })
+}
+
+/// One registration with every name server, each call bounded by the
+/// `registerBrokerTimeoutMills` in force; a slave learns its master from the answers.
+async fn register_once(ctx: &BrokerContext, identity: &BrokerIdentity) -> RegisterReport {
+    let timeout = ctx.live_config().register_broker_timeout();
+    let report = ctx
+        .outer_api
+        .register_broker_all(
+            identity,
+            ctx.topic_config
+                .to_register_wrapper(ctx.broker_permission()),
+            timeout,
+        )
+        .await;
+    log_report("broker registration", &report);
+    ctx.replication.on_registered(&report);
+    report
 }
 
 /// Writes consumer offsets, delay progress and FIFO POP batches (when changed) every
@@ -575,19 +584,7 @@ impl BrokerHandle {
 
     /// Registers with every name server now.
     pub async fn register_now(&self) -> RegisterReport {
-        let report = self
-            .ctx
-            .outer_api
-            .register_broker_all(
-                &self.identity,
-                self.ctx
-                    .topic_config
-                    .to_register_wrapper(self.ctx.broker_permission()),
-            )
-            .await;
-        log_report("broker registration", &report);
-        self.ctx.replication.on_registered(&report);
-        report
+        register_once(&self.ctx, &self.identity).await
     }
 
     /// Shuts the broker down gracefully (see the module docs).
@@ -608,10 +605,11 @@ impl BrokerHandle {
                 tracing::error!(error = %e, "broker background task panicked");
             }
         }
+        let timeout = self.ctx.live_config().register_broker_timeout();
         let report = self
             .ctx
             .outer_api
-            .unregister_broker_all(&self.identity)
+            .unregister_broker_all(&self.identity, timeout)
             .await;
         log_report("broker unregistration", &report);
         self.ctx.outer_api.shutdown().await;

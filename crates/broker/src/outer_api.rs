@@ -3,8 +3,9 @@
 //! A RocketMQ deployment has no coordination between name servers: each broker registers its whole
 //! topic table with every one of them, at start-up, every `registerNameServerPeriod` (30 s) and
 //! right after a topic changes. Registrations go to all name servers concurrently, each bounded
-//! by `registerBrokerTimeoutMills` (24 s); a name server that is down or slow is logged and
-//! simply tried again at the next period — it must never delay the others or the broker itself.
+//! by `registerBrokerTimeoutMills` (24 s, the value in force when the round starts, which the
+//! caller passes); a name server that is down or slow is logged and simply tried again at the
+//! next period — it must never delay the others or the broker itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,25 +77,22 @@ pub fn register_body_crc32(body: &[u8]) -> i32 {
 pub struct BrokerOuterApi {
     client: RemotingClient,
     namesrv_addrs: RwLock<Arc<Vec<String>>>,
-    timeout: Duration,
 }
 
 impl std::fmt::Debug for BrokerOuterApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BrokerOuterApi")
             .field("namesrv_addrs", &self.namesrv_addrs.read())
-            .field("timeout", &self.timeout)
             .finish()
     }
 }
 
 impl BrokerOuterApi {
-    /// A client for `namesrv_addrs` with per-call `timeout`.
-    pub fn new(namesrv_addrs: Vec<String>, timeout: Duration) -> Self {
+    /// A client for `namesrv_addrs`.
+    pub fn new(namesrv_addrs: Vec<String>) -> Self {
         BrokerOuterApi {
             client: RemotingClient::new(ClientConfig::default()),
             namesrv_addrs: RwLock::new(Arc::new(namesrv_addrs)),
-            timeout,
         }
     }
 
@@ -108,11 +106,12 @@ impl BrokerOuterApi {
         *self.namesrv_addrs.write() = Arc::new(addrs);
     }
 
-    /// Registers `topics` with every name server concurrently.
+    /// Registers `topics` with every name server concurrently, each call bounded by `timeout`.
     pub async fn register_broker_all(
         &self,
         identity: &BrokerIdentity,
         topics: TopicConfigSerializeWrapper,
+        timeout: Duration,
     ) -> RegisterReport {
         let addrs = self.namesrv_addrs();
         let mut report = RegisterReport::default();
@@ -141,7 +140,9 @@ impl BrokerOuterApi {
             ..RegisterBrokerRequestHeader::default()
         };
         let request = request_with_header(RequestCode::RegisterBroker, &header).with_body(body);
-        let calls = addrs.iter().map(|addr| self.call(addr, request.clone()));
+        let calls = addrs
+            .iter()
+            .map(|addr| self.call(addr, request.clone(), timeout));
         for (addr, outcome) in addrs.iter().zip(join_all(calls).await) {
             match outcome {
                 Ok(response) => {
@@ -162,8 +163,13 @@ impl BrokerOuterApi {
         report
     }
 
-    /// Unregisters from every name server concurrently (shutdown).
-    pub async fn unregister_broker_all(&self, identity: &BrokerIdentity) -> RegisterReport {
+    /// Unregisters from every name server concurrently (shutdown), each call bounded by
+    /// `timeout`.
+    pub async fn unregister_broker_all(
+        &self,
+        identity: &BrokerIdentity,
+        timeout: Duration,
+    ) -> RegisterReport {
         let addrs = self.namesrv_addrs();
         let header = UnregisterBrokerRequestHeader {
             broker_name: identity.broker_name.clone(),
@@ -173,7 +179,9 @@ impl BrokerOuterApi {
             ..UnregisterBrokerRequestHeader::default()
         };
         let request = request_with_header(RequestCode::UnregisterBroker, &header);
-        let calls = addrs.iter().map(|addr| self.call(addr, request.clone()));
+        let calls = addrs
+            .iter()
+            .map(|addr| self.call(addr, request.clone(), timeout));
         let mut report = RegisterReport::default();
         for (addr, outcome) in addrs.iter().zip(join_all(calls).await) {
             match outcome {
@@ -188,10 +196,11 @@ impl BrokerOuterApi {
         &self,
         addr: &str,
         request: RemotingCommand,
+        timeout: Duration,
     ) -> Result<RemotingCommand, OuterApiError> {
         let response = self
             .client
-            .invoke(addr, request, self.timeout)
+            .invoke(addr, request, timeout)
             .await
             .map_err(|e| OuterApiError::Transport {
                 addr: addr.to_owned(),
@@ -231,7 +240,7 @@ mod tests {
     #[tokio::test]
     async fn unreachable_name_server_is_reported_not_fatal() {
         // Port 1 on loopback: connection refused immediately.
-        let api = BrokerOuterApi::new(vec!["127.0.0.1:1".into()], Duration::from_secs(2));
+        let api = BrokerOuterApi::new(vec!["127.0.0.1:1".into()]);
         let identity = BrokerIdentity {
             cluster_name: "c".into(),
             broker_name: "b".into(),
@@ -240,7 +249,11 @@ mod tests {
             broker_id: 0,
         };
         let report = api
-            .register_broker_all(&identity, TopicConfigSerializeWrapper::default())
+            .register_broker_all(
+                &identity,
+                TopicConfigSerializeWrapper::default(),
+                Duration::from_secs(2),
+            )
             .await;
         assert!(report.succeeded.is_empty());
         assert!(matches!(

@@ -3,19 +3,28 @@
 //! the registered routes; `maxMessageSize`: sends; `flushIntervalCommitLog`: the flush thread;
 //! `slaveReadEnable` and `accessMessageInMemoryMaxRatio`: the broker pulls are sent to;
 //! `fileReservedTime`, `deleteWhen` and the disk ratios: retention and the disk-full refusal;
-//! `autoCreateTopicEnable`: auto-creation), GET_BROKER_CONFIG shows the new values at once, and
+//! `autoCreateTopicEnable`: auto-creation; `inSyncReplicas` and `slaveTimeout`: a `SYNC_MASTER`'s
+//! answers; `timerMaxDelaySec`: timer sends; `messageIndexEnable`: what is indexed;
+//! `registerBrokerTimeoutMills`: registrations; the HA keys: what a slave connection is sent and
+//! when it is dropped, on either side), GET_BROKER_CONFIG shows the new values at once, and
 //! they are written to the broker's config file so a restart keeps them. Black-listed keys are
 //! refused with Apache's code and remark; unknown keys, keys read only at start and bad values
 //! are refused whole, and nothing changes.
+//!
+//! Where a test starts a broker with an hour for a timeout or an interval, nothing but the
+//! change of that key lets the test finish within its hang guard.
 
+use comet_broker::config::BrokerRole;
 use comet_protocol::RemotingCommand;
-use comet_protocol::body::{TopicRouteData, from_fastjson, perm};
+use comet_protocol::body::{KvTable, TopicRouteData, from_fastjson, perm};
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{
     CommandHeaderExt, ConsumerSendMsgBackRequestHeader, CreateTopicRequestHeader,
     GetRouteInfoRequestHeader, PullMessageResponseHeader, request_with_header,
 };
 use comet_testkit::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 const SUCCESS: i32 = 0;
 const TOPIC: &str = "PermTopic";
@@ -475,6 +484,15 @@ async fn a_bad_value_refuses_the_whole_update_and_changes_nothing() {
         "fileReservedTime=48\nslaveReadEnable=yes",
         "fileReservedTime=48\nlistenPort=1",
         "fileReservedTime=48\nsendMessageThreadPoolNums=4",
+        "fileReservedTime=48\ninSyncReplicas=0",
+        "fileReservedTime=48\nslaveTimeout=5",
+        "fileReservedTime=48\nhaSendHeartbeatInterval=-1",
+        "fileReservedTime=48\nhaHousekeepingInterval=1",
+        "fileReservedTime=48\nhaTransferBatchSize=0",
+        "fileReservedTime=48\nhaMaxGapNotInSync=0",
+        "fileReservedTime=48\nregisterBrokerTimeoutMills=0",
+        "fileReservedTime=48\ntimerMaxDelaySec=0",
+        "fileReservedTime=48\nmessageIndexEnable=sometimes",
     ] {
         let rsp = broker.invoke(update(body)).await;
         assert_eq!(
@@ -571,4 +589,262 @@ async fn changes_are_written_into_the_config_file_the_broker_started_with() {
     let backup = std::fs::read_to_string(conf_dir.path().join("broker.conf.bak")).expect("backup");
     assert_eq!(backup, original);
     broker.shutdown().await;
+}
+
+/// An hour: a timeout or interval nothing but a change lets a test get past.
+const HOUR_MS: u64 = 3_600_000;
+
+#[tokio::test]
+async fn in_sync_replicas_and_slave_timeout_change_a_sync_masters_answers() {
+    let broker = TestBroker::start_with(|c| {
+        c.broker_role = BrokerRole::SyncMaster;
+        c.in_sync_replicas = 2;
+        c.slave_timeout_ms = HOUR_MS;
+    })
+    .await;
+    assert_eq!(broker.invoke(create_topic(TOPIC)).await.code, SUCCESS);
+    // Without a slave the send is stored and its answer held for its copy; lowering
+    // inSyncReplicas releases it.
+    let stored = || async { broker.store().get_max_offset_in_queue(TOPIC, 0) == 1 };
+    let (held, ()) = tokio::join!(send_code(&broker, 100), async {
+        assert!(wait_until(stored).await, "the send was not stored");
+        accept(&broker, "inSyncReplicas=1").await;
+    });
+    assert_eq!(held, SUCCESS, "the held answer was not released");
+    assert_eq!(listed(&broker, "inSyncReplicas").await, "1");
+    assert_eq!(
+        send_code(&broker, 100).await,
+        SUCCESS,
+        "no copy to wait for"
+    );
+
+    // Two copies again, and a tenth of a second for the missing one instead of an hour.
+    accept(&broker, "inSyncReplicas=2\nslaveTimeout=100").await;
+    assert_eq!(listed(&broker, "slaveTimeout").await, "100");
+    let flush_slave_timeout = ResponseCode::FlushSlaveTimeout.code();
+    assert_eq!(send_code(&broker, 100).await, flush_slave_timeout);
+    let all_stored = || async { broker.store().get_max_offset_in_queue(TOPIC, 0) == 3 };
+    assert!(wait_until(all_stored).await, "every send was stored");
+    broker.shutdown().await;
+}
+
+/// A timer message to "TimerLive" due `delay_sec` seconds from now.
+fn timer_send(delay_sec: &str) -> RemotingCommand {
+    send_v2("TimerLive", 0, b"x", &[("TIMER_DELAY_SEC", delay_sec)])
+}
+
+#[tokio::test]
+async fn timer_max_delay_sec_changes_which_timer_message_is_refused() {
+    let broker = TestBroker::start().await;
+    assert_eq!(broker.invoke(timer_send("120")).await.code, SUCCESS);
+    accept(&broker, "timerMaxDelaySec=60").await;
+    assert_eq!(listed(&broker, "timerMaxDelaySec").await, "60");
+    let rsp = broker.invoke(timer_send("120")).await;
+    assert_eq!(rsp.code, ResponseCode::MessageIllegal.code());
+    let remark = rsp.remark.unwrap_or_default();
+    assert!(remark.contains("max delay 60000ms"), "{remark}");
+    assert_eq!(broker.invoke(timer_send("30")).await.code, SUCCESS);
+    accept(&broker, "timerMaxDelaySec=3600").await;
+    assert_eq!(broker.invoke(timer_send("120")).await.code, SUCCESS);
+    broker.shutdown().await;
+}
+
+/// Whether a key lookup in [`TOPIC`] finds a message with `key`.
+fn indexed(broker: &TestBroker, key: &str) -> bool {
+    !broker
+        .store()
+        .query_message(TOPIC, key, 1, 0, i64::MAX)
+        .messages
+        .is_empty()
+}
+
+/// Sends a message with `key` to [`TOPIC`] and waits until it is dispatched.
+async fn send_keyed(broker: &TestBroker, key: &str) {
+    let rsp = broker
+        .invoke(send_v1(TOPIC, 0, b"x", &[("KEYS", key)]))
+        .await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    broker.wait_dispatched().await;
+}
+
+#[tokio::test]
+async fn message_index_enable_changes_what_new_messages_are_indexed() {
+    // Started without the index: turning it on must still work.
+    let broker = TestBroker::start_with(|c| c.message_index_enable = false).await;
+    assert_eq!(broker.invoke(create_topic(TOPIC)).await.code, SUCCESS);
+    send_keyed(&broker, "before").await;
+    assert!(!indexed(&broker, "before"));
+
+    accept(&broker, "messageIndexEnable=true").await;
+    assert_eq!(listed(&broker, "messageIndexEnable").await, "true");
+    send_keyed(&broker, "on").await;
+    assert!(indexed(&broker, "on"), "a message sent with the index on");
+    assert!(!indexed(&broker, "before"), "stored before: never indexed");
+
+    accept(&broker, "messageIndexEnable=false").await;
+    send_keyed(&broker, "off").await;
+    assert!(
+        !indexed(&broker, "off"),
+        "a message sent with the index off"
+    );
+    assert!(indexed(&broker, "on"), "the old entries are still found");
+    broker.shutdown().await;
+}
+
+/// A name server that takes connections and requests and never answers.
+async fn silent_name_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn register_broker_timeout_mills_bounds_the_next_registration() {
+    let broker = TestBroker::start_with(|c| c.register_broker_timeout_ms = HOUR_MS).await;
+    let silent = silent_name_server().await;
+    let outer_api = &broker.ctx().outer_api;
+    outer_api.update_namesrv_addrs(vec![broker.namesrv_addr(), silent.clone()]);
+    accept(&broker, "registerBrokerTimeoutMills=200").await;
+    assert_eq!(listed(&broker, "registerBrokerTimeoutMills").await, "200");
+    let report = tokio::time::timeout(WAIT_DEADLINE, broker.handle().register_now())
+        .await
+        .expect("the registration still waits for the silent name server");
+    assert_eq!(report.succeeded, vec![broker.namesrv_addr()]);
+    assert_eq!(report.failed.len(), 1);
+    let failure = report.failed[0].to_string();
+    assert!(failure.contains(&silent), "{failure}");
+    broker.shutdown().await;
+}
+
+/// The runtime-info value of `key`.
+async fn runtime_value(broker: &TestBroker, key: &str) -> String {
+    let rsp = broker
+        .invoke(RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo))
+        .await;
+    let kv: KvTable = from_fastjson(&rsp.body.clone().unwrap_or_default()).expect("kv parses");
+    kv.table.get(key).cloned().unwrap_or_default()
+}
+
+/// The next HA transfer frame on `stream`: its offset and body size; `None` when the master
+/// closed the connection.
+async fn next_frame(stream: &mut TcpStream) -> Option<(i64, usize)> {
+    let mut header = [0u8; 12];
+    let read = tokio::time::timeout(WAIT_DEADLINE, stream.read_exact(&mut header))
+        .await
+        .expect("the master sent nothing");
+    if read.is_err() {
+        return None;
+    }
+    let offset = i64::from_be_bytes(header[..8].try_into().expect("8 bytes"));
+    let size = usize::try_from(i32::from_be_bytes(header[8..].try_into().expect("4 bytes")))
+        .expect("a size");
+    let mut body = vec![0u8; size];
+    stream.read_exact(&mut body).await.expect("frame body");
+    Some((offset, size))
+}
+
+/// The data frames `stream` receives until the log reaches `end`: their sizes.
+async fn frames_until(stream: &mut TcpStream, end: i64) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    loop {
+        let (offset, size) = next_frame(stream).await.expect("connection open");
+        if size > 0 {
+            sizes.push(size);
+        }
+        if offset + i64::try_from(size).expect("size") >= end {
+            return sizes;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ha_keys_change_what_a_masters_slave_connection_gets() {
+    let broker = TestBroker::start_with(|c| {
+        c.ha_send_heartbeat_interval_ms = HOUR_MS;
+        c.ha_housekeeping_interval_ms = HOUR_MS;
+    })
+    .await;
+    for _ in 0..3 {
+        assert_eq!(send_code(&broker, 1000).await, SUCCESS);
+    }
+    let ha = broker.ctx().replication.master.local_addr().expect("HA");
+    // A slave with an empty log: it reports 0 once and never again.
+    let mut slave = TcpStream::connect(ha).await.expect("connect");
+    slave.write_all(&0i64.to_be_bytes()).await.expect("report");
+    let end = broker.store().max_phy_offset();
+    assert_eq!(frames_until(&mut slave, end).await, [end as usize]);
+
+    // Frames of at most 1000 bytes from the next one on.
+    accept(&broker, "haTransferBatchSize=1000").await;
+    assert_eq!(listed(&broker, "haTransferBatchSize").await, "1000");
+    assert_eq!(send_code(&broker, 2000).await, SUCCESS);
+    let (from, end) = (end, broker.store().max_phy_offset());
+    let sizes = frames_until(&mut slave, end).await;
+    assert!(sizes.iter().all(|s| *s <= 1000), "{sizes:?}");
+    assert_eq!(sizes.iter().sum::<usize>() as i64, end - from);
+
+    // The slave acknowledged nothing: in sync only while the gap allowed exceeds the log.
+    let in_sync = || async { runtime_value(&broker, "haInSyncSlaveCount").await == "1" };
+    assert!(
+        wait_until(in_sync).await,
+        "the slave's report never counted"
+    );
+    accept(&broker, &format!("haMaxGapNotInSync={end}")).await;
+    assert_eq!(runtime_value(&broker, "haInSyncSlaveCount").await, "0");
+
+    // A heartbeat frame, which an hour's interval would not send.
+    accept(&broker, "haSendHeartbeatInterval=10").await;
+    assert_eq!(next_frame(&mut slave).await, Some((end, 0)));
+
+    // Dropped for its silence, which an hour's housekeeping would tolerate.
+    accept(&broker, "haHousekeepingInterval=100").await;
+    while next_frame(&mut slave).await.is_some() {}
+    broker.shutdown().await;
+}
+
+/// The next offset report a slave sends its master on `stream`; `None` once the slave closed
+/// the connection.
+async fn next_report(stream: &mut TcpStream) -> Option<i64> {
+    let mut report = [0u8; 8];
+    let read = tokio::time::timeout(WAIT_DEADLINE, stream.read_exact(&mut report))
+        .await
+        .expect("the slave sent nothing");
+    read.ok().map(|_| i64::from_be_bytes(report))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ha_keys_change_when_a_slave_reports_and_gives_up() {
+    let master = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let master_addr = master.local_addr().expect("addr").to_string();
+    let slave = TestBroker::start_with(|c| {
+        c.broker_role = BrokerRole::Slave;
+        c.broker_id = 1;
+        c.ha_master_address = master_addr;
+        c.ha_send_heartbeat_interval_ms = HOUR_MS;
+        c.ha_housekeeping_interval_ms = HOUR_MS;
+    })
+    .await;
+    let (mut stream, _) = tokio::time::timeout(WAIT_DEADLINE, master.accept())
+        .await
+        .expect("the slave never dialed")
+        .expect("accept");
+    assert_eq!(next_report(&mut stream).await, Some(0), "an empty log");
+
+    // Reported again without anything received: a heartbeat an hour's interval would not send.
+    accept(&slave, "haSendHeartbeatInterval=10").await;
+    assert_eq!(listed(&slave, "haSendHeartbeatInterval").await, "10");
+    assert_eq!(next_report(&mut stream).await, Some(0));
+
+    // A master silent for a tenth of a second is given up.
+    accept(&slave, "haHousekeepingInterval=100").await;
+    while next_report(&mut stream).await.is_some() {}
+    slave.shutdown().await;
 }

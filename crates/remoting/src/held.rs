@@ -9,13 +9,16 @@
 //! write.
 //!
 //! A response still held after the fence's hold timeout leaves with the hold's expired code (the
-//! broker: FLUSH_DISK_TIMEOUT, what a send waiting that long answered before). Held responses stay
+//! broker: FLUSH_DISK_TIMEOUT, what a send waiting that long answered before). The timeout is
+//! asked of the fence as responses are held, so a change of it (the broker's `syncFlushTimeout`
+//! or `slaveTimeout`) applies to the responses held from then on. Held responses stay
 //! charged to the connection's write budget until written, so a connection whose answers pile up
 //! behind a stalled disk stops being read like one whose peer stops reading: the number held is
 //! bounded by the budget's high-water mark.
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -23,6 +26,7 @@ use tokio::time::Instant;
 
 use crate::channel::WriteBudget;
 use crate::codec::{Frame, recode};
+use crate::processor::ResponseFence;
 
 /// One response waiting for its hold.
 #[derive(Debug)]
@@ -33,22 +37,40 @@ struct Held {
     deadline: Instant,
 }
 
-/// The held responses of one connection, in the order they were held (so deadlines ascend).
+/// How long a response held now may stay held.
+type HoldTimeout = Box<dyn Fn() -> Duration + Send + Sync>;
+
+/// The held responses of one connection, by ascending deadline (the order they were held while
+/// the timeout does not change).
 pub(crate) struct HeldResponses {
     frames: VecDeque<Held>,
     /// `None` without a fence that releases, or once its sender is gone (the store stopped):
     /// everything held then expires.
     released: Option<watch::Receiver<u64>>,
-    timeout: Duration,
+    timeout: HoldTimeout,
 }
 
 impl HeldResponses {
-    pub(crate) fn new(released: Option<watch::Receiver<u64>>, timeout: Duration) -> Self {
+    /// Responses waiting for `released`, each for at most what `timeout` says as it is held.
+    pub(crate) fn new(
+        released: Option<watch::Receiver<u64>>,
+        timeout: impl Fn() -> Duration + Send + Sync + 'static,
+    ) -> Self {
         Self {
             frames: VecDeque::new(),
             released,
-            timeout,
+            timeout: Box::new(timeout),
         }
+    }
+
+    /// Responses waiting for what `fence` releases, for its hold timeout (without a fence a
+    /// held response leaves at once with its expired code).
+    pub(crate) fn of_fence(fence: Option<&Arc<dyn ResponseFence>>) -> Self {
+        let released = fence.and_then(|f| f.released());
+        let fence = fence.cloned();
+        Self::new(released, move || {
+            fence.as_ref().map_or(Duration::ZERO, |f| f.hold_timeout())
+        })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -74,7 +96,7 @@ impl HeldResponses {
             return;
         }
         let released = self.released_now();
-        let deadline = Instant::now() + self.timeout;
+        let deadline = Instant::now() + (self.timeout)();
         let mut i = 0;
         while i < batch.len() {
             let Some(hold) = batch[i].hold else {
@@ -88,12 +110,17 @@ impl HeldResponses {
                 }
                 Some(_) => {
                     let frame = batch.remove(i);
-                    self.frames.push_back(Held {
-                        frame,
-                        until: hold.until,
-                        expired_code: hold.expired_code,
-                        deadline,
-                    });
+                    // At the back unless the timeout was shortened since the last ones.
+                    let at = self.frames.partition_point(|h| h.deadline <= deadline);
+                    self.frames.insert(
+                        at,
+                        Held {
+                            frame,
+                            until: hold.until,
+                            expired_code: hold.expired_code,
+                            deadline,
+                        },
+                    );
                 }
                 None => {
                     on_expired(hold.until);
@@ -238,7 +265,7 @@ mod tests {
     #[tokio::test]
     async fn held_responses_leave_once_released_in_any_order_of_until() {
         let (tx, rx) = watch::channel(10u64);
-        let mut held = HeldResponses::new(Some(rx), Duration::from_secs(60));
+        let mut held = HeldResponses::new(Some(rx), || Duration::from_secs(60));
         let budget = budget();
         let never = |u: u64| panic!("expired {u}");
         let mut batch = vec![
@@ -280,7 +307,7 @@ mod tests {
     #[tokio::test]
     async fn a_response_held_past_the_timeout_leaves_with_its_expired_code() {
         let (_tx, rx) = watch::channel(0u64);
-        let mut held = HeldResponses::new(Some(rx), Duration::from_millis(30));
+        let mut held = HeldResponses::new(Some(rx), || Duration::from_millis(30));
         let budget = budget();
         let mut batch = vec![response(7, Some(100))];
         let charged = batch[0].len();
@@ -319,7 +346,7 @@ mod tests {
     #[tokio::test]
     async fn without_a_release_everything_held_expires_at_once() {
         let budget = budget();
-        let mut held = HeldResponses::new(None, Duration::from_secs(5));
+        let mut held = HeldResponses::new(None, || Duration::from_secs(5));
         let mut batch = vec![response(1, Some(1)), response(2, None)];
         held.admit(&mut batch, &budget, |_| {});
         assert_eq!(
@@ -329,7 +356,7 @@ mod tests {
 
         // The sender goes away while responses are held: what it released last still counts.
         let (tx, rx) = watch::channel(0u64);
-        let mut held = HeldResponses::new(Some(rx), Duration::from_secs(60));
+        let mut held = HeldResponses::new(Some(rx), || Duration::from_secs(60));
         let mut batch = vec![response(1, Some(5)), response(2, Some(50))];
         held.admit(&mut batch, &budget, |_| {});
         assert!(batch.is_empty());
@@ -348,9 +375,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_shortened_timeout_applies_to_the_responses_held_from_then_on() {
+        let (_tx, rx) = watch::channel(0u64);
+        let timeout_ms = Arc::new(std::sync::atomic::AtomicU64::new(3_600_000));
+        let read = Arc::clone(&timeout_ms);
+        let mut held = HeldResponses::new(Some(rx), move || {
+            Duration::from_millis(read.load(std::sync::atomic::Ordering::Relaxed))
+        });
+        let budget = budget();
+        let mut batch = vec![response(1, Some(100))];
+        held.admit(&mut batch, &budget, |u| panic!("expired {u}"));
+        timeout_ms.store(10, std::sync::atomic::Ordering::Relaxed);
+        let mut batch = vec![response(2, Some(100))];
+        held.admit(&mut batch, &budget, |u| panic!("expired {u}"));
+        // Its deadline comes first although it was held last; the first one keeps the hour.
+        tokio::time::timeout(Duration::from_secs(30), held.ready())
+            .await
+            .unwrap_or_else(|_| panic!("the shorter deadline did not wake the writer"));
+        held.take_ready(&mut batch, 16, &budget, |_| {});
+        assert_eq!(opaques(&batch), [2]);
+        assert_eq!(decoded(&batch[0]).code, 10);
+        assert!(!held.is_empty(), "the response held for an hour stays");
+    }
+
+    #[tokio::test]
     async fn take_ready_respects_the_room_left_in_the_batch() {
         let (tx, rx) = watch::channel(0u64);
-        let mut held = HeldResponses::new(Some(rx), Duration::from_secs(60));
+        let mut held = HeldResponses::new(Some(rx), || Duration::from_secs(60));
         let budget = budget();
         let mut batch: Vec<_> = (0..5).map(|i| response(i, Some(1))).collect();
         held.admit(&mut batch, &budget, |_| {});

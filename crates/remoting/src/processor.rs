@@ -90,7 +90,8 @@ pub trait ResponseFence: Send + Sync + 'static {
     /// answers wait it may do that work on the calling thread, and they leave in this write.
     fn release(&self, _held: bool) {}
 
-    /// How long a response may be held before it leaves with its expired code.
+    /// How long a response may be held before it leaves with its expired code. Asked each time
+    /// a writer holds responses, so a change applies to those held from then on; keep it cheap.
     fn hold_timeout(&self) -> std::time::Duration {
         std::time::Duration::ZERO
     }

@@ -72,7 +72,8 @@ pub struct MessageStoreConfig {
     pub check_crc_on_recover: bool,
     /// `autoMessageVersionOnTopicLen`: write MAGIC V2 records for topics longer than 127 bytes.
     pub auto_message_version_on_topic_len: bool,
-    /// `messageIndexEnable`: build the IndexFile (UNIQ_KEY and KEYS).
+    /// `messageIndexEnable`: build the IndexFile (UNIQ_KEY and KEYS). The value the store opens
+    /// with; it changes while the store runs through [`crate::live::LiveStoreSettings`].
     pub message_index_enable: bool,
     /// `messageIndexSafe`: include the index timestamp when choosing the recovery start file,
     /// and flush the newest IndexFile every `flushIntervalConsumeQueue` (otherwise an IndexFile

@@ -9,8 +9,9 @@
 //! - on a slave, never past the last complete record its master sent (`replica.rs`).
 //!
 //! Per record: a ConsumeQueue unit (not for PREPARED/ROLLBACK transaction records, which are
-//! invisible until committed), index entries for UNIQ_KEY and each KEYS entry (not for ROLLBACK),
-//! then the registered [`MessageArrivingListener`], which wakes long-polling pull requests.
+//! invisible until committed), index entries for UNIQ_KEY and each KEYS entry (not for ROLLBACK;
+//! only while `messageIndexEnable` is on in the live settings), then the registered
+//! [`MessageArrivingListener`], which wakes long-polling pull requests.
 //!
 //! Under ASYNC_FLUSH the appending thread dispatches its own record right after the append
 //! ([`ReputService::dispatch_now`]): waking a dispatch thread for every message cost more CPU (a
@@ -38,6 +39,7 @@ use crate::consume_queue::{ConsumeQueueTable, CqUnit};
 use crate::error::StoreError;
 use crate::flush::DispatchProgress;
 use crate::index_service::IndexService;
+use crate::live::LiveSettings;
 use crate::service::{ServiceState, Waker};
 
 /// Topic of delayed messages; its ConsumeQueue tags code is the delivery time.
@@ -138,6 +140,8 @@ impl<'a> DispatchRequest<'a> {
 pub struct Dispatcher {
     queues: Arc<ConsumeQueueTable>,
     index: Option<Arc<RwLock<IndexService>>>,
+    /// Whether records get index entries now (`messageIndexEnable`).
+    live: Arc<LiveSettings>,
     delay_levels_ms: Vec<i64>,
 }
 
@@ -150,16 +154,24 @@ impl std::fmt::Debug for Dispatcher {
 }
 
 impl Dispatcher {
+    /// Dispatches into `queues` and, while `live` has `messageIndexEnable` on, `index`.
     pub fn new(
         queues: Arc<ConsumeQueueTable>,
         index: Option<Arc<RwLock<IndexService>>>,
+        live: Arc<LiveSettings>,
         delay_levels_ms: Vec<i64>,
     ) -> Self {
         Self {
             queues,
             index,
+            live,
             delay_levels_ms,
         }
+    }
+
+    /// The live settings it reads `messageIndexEnable` from.
+    pub fn live(&self) -> &Arc<LiveSettings> {
+        &self.live
     }
 
     pub fn delay_levels_ms(&self) -> &[i64] {
@@ -182,6 +194,7 @@ impl Dispatcher {
         }
         if req.is_indexed()
             && let Some(index) = &self.index
+            && self.live.get().message_index_enable
         {
             let mut all: Vec<&str> = Vec::new();
             all.extend(req.uniq_key);
@@ -587,7 +600,12 @@ mod tests {
         let queues = Arc::new(ConsumeQueueTable::new(root, 1024));
         let reput = ReputService::new(
             Arc::clone(&commit_log),
-            Dispatcher::new(Arc::clone(&queues), None, Vec::new()),
+            Dispatcher::new(
+                Arc::clone(&queues),
+                None,
+                LiveSettings::of(&config),
+                Vec::new(),
+            ),
             FlushDiskType::AsyncFlush,
             Arc::new(Waker::new()),
             0,

@@ -569,7 +569,10 @@ impl FlushConsumeQueueService {
         let ts = self.progress.last_dispatched_store_timestamp();
         // Neither flush holds the locks dispatch appends under while it waits for the disk.
         self.queues.flush()?;
-        // The index timestamp says how far the index is durable.
+        // The index timestamp says how far the index is durable. While indexing is off the
+        // index holds everything dispatch means it to: its files are flushed whole.
+        let indexing = self.live.get().message_index_enable;
+        let newest_index_file = newest_index_file || !indexing;
         let index_ts = match &self.index {
             Some(index) => {
                 let (handles, full_files_end) = index.read().flush_handles(newest_index_file);
@@ -594,11 +597,14 @@ impl FlushConsumeQueueService {
     }
 
     /// Makes the next IndexFile ahead of the roll if one is due (see `index_service.rs`), with
-    /// no lock held while the file is created.
+    /// no lock held while the file is created; none while indexing is off.
     pub fn prepare_index_standby(&self) {
         let Some(index) = &self.index else {
             return;
         };
+        if !self.live.get().message_index_enable {
+            return;
+        }
         let plan = {
             let index = index.read();
             if !index.standby_due() {

@@ -1,13 +1,14 @@
 //! The store settings an operator may change while the store runs (RocketMQ's
-//! `updateBrokerConfig`): flush periods, the SYNC_FLUSH timeout, the largest message, retention
-//! and the pull batch limits.
+//! `updateBrokerConfig`): flush periods, the SYNC_FLUSH timeout, the largest message, retention,
+//! the pull batch limits and whether new messages are indexed.
 //!
 //! The services read them through one shared [`LiveSettings`] on every use instead of copying
 //! them at start: a flush thread reads its period each time it goes to sleep, the retention
-//! thread reads its thresholds each round, a put or a pull reads its limits as it runs. A change
-//! replaces the whole set at once, so a reader never sees half of one. Every other
-//! [`MessageStoreConfig`] field (file sizes, paths, the flush type, the index) shapes files or
-//! threads made at start and keeps the value the store was opened with.
+//! thread reads its thresholds each round, a put or a pull reads its limits as it runs, dispatch
+//! reads `messageIndexEnable` for each record it would index. A change replaces the whole set at
+//! once, so a reader never sees half of one. Every other [`MessageStoreConfig`] field (file
+//! sizes, paths, the flush type, the index geometry) shapes files or threads made at start and
+//! keeps the value the store was opened with.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +55,10 @@ pub struct LiveStoreSettings {
     pub max_transfer_bytes_on_message_in_disk: usize,
     /// `maxTransferCountOnMessageInDisk`.
     pub max_transfer_count_on_message_in_disk: usize,
+    /// `messageIndexEnable`: dispatch adds index entries for the records it dispatches (turned
+    /// off, the entries already made stay and are still found; turned on again, the records
+    /// dispatched meanwhile stay without entries).
+    pub message_index_enable: bool,
 }
 
 impl LiveStoreSettings {
@@ -77,6 +82,7 @@ impl LiveStoreSettings {
             max_transfer_count_on_message_in_memory: config.max_transfer_count_on_message_in_memory,
             max_transfer_bytes_on_message_in_disk: config.max_transfer_bytes_on_message_in_disk,
             max_transfer_count_on_message_in_disk: config.max_transfer_count_on_message_in_disk,
+            message_index_enable: config.message_index_enable,
         }
     }
 }

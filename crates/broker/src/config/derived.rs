@@ -184,6 +184,11 @@ impl BrokerConfig {
         ))
     }
 
+    /// `registerBrokerTimeoutMills`: how long one name server has to answer a registration.
+    pub fn register_broker_timeout(&self) -> Duration {
+        Duration::from_millis(self.register_broker_timeout_ms)
+    }
+
     /// The IP clients reach this broker at: `brokerIP1`, else the bind IP if it is specific,
     /// else the host's first non-loopback IPv4, else loopback.
     pub fn resolve_broker_ip(&self) -> IpAddr {

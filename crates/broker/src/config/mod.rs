@@ -186,24 +186,29 @@ broker_config! {
     /// servers answer the slave's registration with.
     ha_master_address: String = String::new() => "haMasterAddress" - Apache Start,
     /// A slave reports its offset at least this often; a master sends a heartbeat frame after
-    /// this long without data.
-    ha_send_heartbeat_interval_ms: u64 = 5_000 => "haSendHeartbeatInterval" ms Apache Start,
-    /// Either side drops an HA connection on which nothing arrived for this long.
-    ha_housekeeping_interval_ms: u64 = 20_000 => "haHousekeepingInterval" ms Apache Start,
-    /// Most CommitLog bytes one HA frame carries.
-    ha_transfer_batch_size: usize = 32 * 1024 => "haTransferBatchSize" bytes Apache Start,
-    /// A slave further behind its master than this is not counted as in sync.
-    ha_max_gap_not_in_sync: u64 = 256 * 1024 * 1024 => "haMaxGapNotInSync" bytes Apache Start,
+    /// this long without data. A change reaches the open connections within a second.
+    ha_send_heartbeat_interval_ms: u64 = 5_000 => "haSendHeartbeatInterval" ms Apache Live,
+    /// Either side drops an HA connection on which nothing arrived for this long. A change
+    /// reaches the open connections within a second.
+    ha_housekeeping_interval_ms: u64 = 20_000 => "haHousekeepingInterval" ms Apache Live,
+    /// Most CommitLog bytes one HA frame carries (a change applies from the next frame).
+    ha_transfer_batch_size: usize = 32 * 1024 => "haTransferBatchSize" bytes Apache Live,
+    /// A slave further behind its master than this is not counted as in sync
+    /// (`haInSyncSlaveCount` of the runtime info).
+    ha_max_gap_not_in_sync: u64 = 256 * 1024 * 1024 => "haMaxGapNotInSync" bytes Apache Live,
     /// Brokers (the master included) that must hold a message before a `SYNC_MASTER` answers its
     /// send. Apache's default is 1, with which a `SYNC_MASTER` waits for no slave; Comet's is 2,
-    /// so that a `SYNC_MASTER` answers only once a slave has the message, as its name says.
-    in_sync_replicas: u32 = 2 => "inSyncReplicas" count Apache Start,
+    /// so that a `SYNC_MASTER` answers only once a slave has the message, as its name says. A
+    /// change applies to the next send; lowered, it also releases the answers held for more
+    /// copies.
+    in_sync_replicas: u32 = 2 => "inSyncReplicas" count Apache Live,
     /// Brokers of the group, the master included (informational: acks follow
     /// `inSyncReplicas`).
     total_replicas: u32 = 1 => "totalReplicas" count Apache Start,
     /// A `SYNC_MASTER` send whose copies are still missing after this long answers
-    /// FLUSH_SLAVE_TIMEOUT (the message stays stored).
-    slave_timeout_ms: u64 = 3_000 => "slaveTimeout" ms Apache Start,
+    /// FLUSH_SLAVE_TIMEOUT (the message stays stored). A change applies to the sends answered
+    /// from then on.
+    slave_timeout_ms: u64 = 3_000 => "slaveTimeout" ms Apache Live,
     /// A slave serves pulls (without it, a slave refuses every pull with SYSTEM_BUSY), and a
     /// master tells consumers that fall far behind to pull from a slave.
     slave_read_enable: bool = false => "slaveReadEnable" - Apache Live,
@@ -243,8 +248,10 @@ broker_config! {
     max_message_size: usize = comet_protocol::limits::MAX_MESSAGE_SIZE => "maxMessageSize" bytes Apache Live,
     /// Check every record's CRC when recovering after a crash.
     check_crc_on_recover: bool = true => "checkCRCOnRecover" - Apache Start,
-    /// Keep the IndexFile (lookups by key and by unique id).
-    message_index_enable: bool = true => "messageIndexEnable" - Apache Start,
+    /// Keep the IndexFile (lookups by key and by unique id). Turned off while running, new
+    /// messages are not indexed and those indexed before are still found; turned on, messages
+    /// stored from then on are indexed (those stored meanwhile are not).
+    message_index_enable: bool = true => "messageIndexEnable" - Apache Live,
     /// Every this many bytes read from the CommitLog, unmap the store's file pages behind the
     /// readers from the process, so the resident set does not grow with the data stored; 0
     /// keeps them mapped as RocketMQ does.
@@ -298,7 +305,8 @@ broker_config! {
     /// 1000 not above this one.
     timer_precision_ms: u64 = 1000 => "timerPrecisionMs" ms Apache Start,
     /// Furthest ahead a timer message may be due; later ones are refused with MESSAGE_ILLEGAL.
-    timer_max_delay_sec: u64 = 3600 * 24 * 3 => "timerMaxDelaySec" secs Apache Start,
+    /// A change applies to the next send (messages already parked keep their time).
+    timer_max_delay_sec: u64 = 3600 * 24 * 3 => "timerMaxDelaySec" secs Apache Live,
     /// Slots ahead a timer message is parked directly; one due later is parked at the window's
     /// edge and parked again from there (rolled). As in RocketMQ, a value below 2 or above
     /// 604740 (7 days of slots, less 60) means 604740. The wheel holds 24 bytes per slot.
@@ -343,8 +351,8 @@ broker_config! {
     short_polling_time_ms: u64 = 1000 => "shortPollingTimeMills" ms Apache Live,
     /// Period of the registration with the name servers, clamped to 10–60 s.
     register_name_server_period_ms: u64 = 30_000 => "registerNameServerPeriod" ms Apache Start,
-    /// Timeout of one registration call.
-    register_broker_timeout_ms: u64 = 24_000 => "registerBrokerTimeoutMills" ms Apache Start,
+    /// Timeout of one registration call (a change applies from the next registration).
+    register_broker_timeout_ms: u64 = 24_000 => "registerBrokerTimeoutMills" ms Apache Live,
     /// Period of the consumer-offset and delay-progress flush.
     flush_consumer_offset_interval_ms: u64 = 5000 => "flushConsumerOffsetInterval" ms Apache Start,
     /// Clients silent for this long are dropped.

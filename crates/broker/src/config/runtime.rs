@@ -4,9 +4,9 @@
 //! [`RuntimeConfig`] holds the configuration in force as one immutable [`BrokerConfig`] that an
 //! update replaces whole. Request handlers read the keys marked *live* in the configuration
 //! table from it on every use (`BrokerContext::live_config`), so a change reaches the next
-//! request; the services that keep their own copy of a key are told by the broker right after
-//! the swap. Keys marked *start* are read once when the broker starts and are never changed
-//! here.
+//! request, and so do the services that share it (the HA connections, the registration); the
+//! services that keep their own copy of a key are told by the broker right after the swap. Keys
+//! marked *start* are read once when the broker starts and are never changed here.
 //!
 //! An update is all or nothing: every key is checked (black list, known, live, value parses, the
 //! whole configuration still validates) before anything changes; then the changed keys are

@@ -47,6 +47,12 @@ impl BrokerConfig {
         if self.in_sync_replicas == 0 {
             return invalid("inSyncReplicas", "must be at least 1".into());
         }
+        if self.ha_max_gap_not_in_sync == 0 {
+            return invalid(
+                "haMaxGapNotInSync",
+                "must be positive (0 counts no slave as in sync)".into(),
+            );
+        }
         if !self.ha_master_address.is_empty() && !self.ha_master_address.contains(':') {
             return invalid(
                 "haMasterAddress",
@@ -136,6 +142,9 @@ impl BrokerConfig {
         }
         if self.register_broker_timeout_ms == 0 {
             return invalid("registerBrokerTimeoutMills", "must be positive".into());
+        }
+        if self.timer_max_delay_sec == 0 {
+            return invalid("timerMaxDelaySec", "must be at least 1 s".into());
         }
         if self.channel_expired_timeout_ms == 0 {
             return invalid("channelExpiredTimeout", "must be positive".into());

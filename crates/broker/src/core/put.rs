@@ -307,7 +307,10 @@ async fn send_single(
     } else {
         // The timer rewrite runs before the put here (the put sees a timer-topic message and
         // leaves it): the answer to a parked message carries its recall handle.
-        match ctx.timer.transform(&mut msg, now_millis) {
+        let parked = ctx
+            .timer
+            .transform(&mut msg, &ctx.live_config(), now_millis);
+        match parked {
             Ok(parked) => {
                 if parked {
                     recall_handle = crate::timer::recall_handle(&ctx.config.broker_name, &msg);
@@ -447,7 +450,7 @@ fn stored(
         if result.status == PutMessageStatus::WheelTimerMsgIllegal {
             return Err(Refusal::new(
                 code,
-                crate::timer::illegal_remark(&ctx.config),
+                crate::timer::illegal_remark(&ctx.live_config()),
             ));
         }
         return Err(Refusal::new(
@@ -558,7 +561,10 @@ async fn put_message_with(
     mut msg: MessageExt,
     commit: Commit,
 ) -> PutMessageResult {
-    if let Err(status) = ctx.timer.transform(&mut msg, now_millis) {
+    let timer = ctx
+        .timer
+        .transform(&mut msg, &ctx.live_config(), now_millis);
+    if let Err(status) = timer {
         return PutMessageResult::failed(status);
     }
     apply_delay_level(&mut msg, ctx.schedule.max_delay_level());
@@ -568,7 +574,10 @@ async fn put_message_with(
 /// [`put_message`] of a delay or timer message falling due: no client waits for it, so it is
 /// never held for a SYNC_FLUSH (see [`comet_store::MessageStore::put_message_unawaited`]).
 pub async fn put_due_message(ctx: &BrokerContext, mut msg: MessageExt) -> PutMessageResult {
-    if let Err(status) = ctx.timer.transform(&mut msg, now_millis) {
+    let timer = ctx
+        .timer
+        .transform(&mut msg, &ctx.live_config(), now_millis);
+    if let Err(status) = timer {
         return PutMessageResult::failed(status);
     }
     apply_delay_level(&mut msg, ctx.schedule.max_delay_level());

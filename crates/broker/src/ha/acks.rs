@@ -1,11 +1,16 @@
 //! What a master's slaves hold: the offset each one acknowledged, and from them the offset up to
 //! which enough brokers hold the log for a `SYNC_MASTER` to answer its sends.
 //!
+//! How many brokers that is (`inSyncReplicas`) may change while the master runs
+//! ([`ReplicaAcks::set_required_copies`]): the offset is published again at once, from the
+//! acknowledgements already received.
+//!
 //! A slave's acknowledgement counts only up to the bytes its connection was actually sent
 //! (`master.rs`): a peer that reports offsets it never received cannot make a send look
 //! replicated. Apache 5.3.3's master takes any report (its issue #3015).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -19,8 +24,9 @@ pub struct SlaveAck {
 /// The acknowledgements of every slave connection of a master.
 #[derive(Debug)]
 pub struct ReplicaAcks {
-    /// Brokers, the master included, that must hold a byte before it counts as replicated.
-    required_copies: usize,
+    /// Brokers, the master included, that must hold a byte before it counts as replicated
+    /// (at least 1). Changed under the `slaves` lock, so every publication uses one value.
+    required_copies: AtomicUsize,
     slaves: Mutex<HashMap<u64, SlaveAck>>,
     /// The offset held by `required_copies` brokers (`u64::MAX` when only the master's copy is
     /// required).
@@ -31,10 +37,24 @@ impl ReplicaAcks {
     pub fn new(required_copies: usize) -> Self {
         let initial = if required_copies <= 1 { u64::MAX } else { 0 };
         Self {
-            required_copies: required_copies.max(1),
+            required_copies: AtomicUsize::new(required_copies.max(1)),
             slaves: Mutex::new(HashMap::new()),
             replicated: watch::Sender::new(initial),
         }
+    }
+
+    /// Brokers, the master included, that must hold a byte before it counts as replicated.
+    pub fn required_copies(&self) -> usize {
+        self.required_copies.load(Ordering::Acquire)
+    }
+
+    /// Counts `required_copies` brokers from now on (at least 1), and publishes the replicated
+    /// offset they make of the acknowledgements received.
+    pub fn set_required_copies(&self, required_copies: usize) {
+        let slaves = self.slaves.lock();
+        self.required_copies
+            .store(required_copies.max(1), Ordering::Release);
+        self.publish(&slaves);
     }
 
     /// The replicated offset, published on every change.
@@ -74,7 +94,7 @@ impl ReplicaAcks {
     fn publish(&self, slaves: &HashMap<u64, SlaveAck>) {
         let value = replicated_offset(
             slaves.values().map(|a| a.acked).collect(),
-            self.required_copies,
+            self.required_copies(),
         );
         self.replicated.send_if_modified(|current| {
             let changed = *current != value;
@@ -129,5 +149,28 @@ mod tests {
         assert_eq!(acks.in_sync(1000, 500), 0);
         acks.ack(3, 600);
         assert_eq!((acks.in_sync(1000, 500), acks.in_sync(1000, 300)), (1, 0));
+    }
+
+    #[test]
+    fn a_change_of_the_required_copies_publishes_again() {
+        let acks = ReplicaAcks::new(2);
+        let rx = acks.replicated();
+        assert_eq!(*rx.borrow(), 0, "no slave yet");
+        acks.set_required_copies(1);
+        assert_eq!(acks.required_copies(), 1);
+        assert_eq!(*rx.borrow(), u64::MAX, "only the master's copy is required");
+        acks.ack(1, 100);
+        acks.ack(2, 300);
+        assert_eq!(*rx.borrow(), u64::MAX);
+        acks.set_required_copies(3);
+        assert_eq!(*rx.borrow(), 100, "both slaves must hold it");
+        acks.set_required_copies(2);
+        assert_eq!(*rx.borrow(), 300);
+        acks.set_required_copies(0);
+        assert_eq!(
+            acks.required_copies(),
+            1,
+            "the master's own copy always counts"
+        );
     }
 }

@@ -14,6 +14,10 @@
 //! connection with an error naming both offsets (the slave's log cannot continue this master's);
 //! a later report that goes backwards or past what this connection was sent ends it too. A
 //! slave silent for `haHousekeepingInterval`, or that stops reading for as long, is dropped.
+//!
+//! The three HA keys are read from the configuration in force as they are used: each frame takes
+//! the batch size in force, each wait for data the heartbeat interval, and the silence of a slave
+//! is measured against the housekeeping interval at least every [`SETTINGS_RECHECK`].
 
 use std::io::IoSlice;
 use std::net::SocketAddr;
@@ -34,7 +38,8 @@ use tokio::time::Instant;
 use super::acks::ReplicaAcks;
 use super::lag::{LagSummary, ReplicationLag};
 use super::wire::{self, HEADER_LEN};
-use super::{HaError, HaSettings};
+use super::{HaError, HaSettings, SETTINGS_RECHECK};
+use crate::config::RuntimeConfig;
 
 /// Longest wait for new data before the writer looks again on its own. The send path wakes the
 /// writers after each write; bytes written elsewhere (delayed messages, transactions, the flush
@@ -67,7 +72,8 @@ struct Link {
 pub struct HaMaster {
     store: Arc<MessageStore>,
     acks: Arc<ReplicaAcks>,
-    settings: HaSettings,
+    /// The configuration in force, read for the HA keys on each use.
+    runtime: Arc<RuntimeConfig>,
     /// Woken after appends; each connection's writer waits on it when it has sent everything.
     written: Notify,
     /// From write to first acknowledgement.
@@ -78,17 +84,26 @@ pub struct HaMaster {
 }
 
 impl HaMaster {
-    pub fn new(store: Arc<MessageStore>, acks: Arc<ReplicaAcks>, settings: HaSettings) -> Self {
+    pub fn new(
+        store: Arc<MessageStore>,
+        acks: Arc<ReplicaAcks>,
+        runtime: Arc<RuntimeConfig>,
+    ) -> Self {
         Self {
             store,
             acks,
-            settings,
+            runtime,
             written: Notify::new(),
             lag: ReplicationLag::default(),
             next_id: AtomicU64::new(1),
             links: Mutex::new(Vec::new()),
             local_addr: Mutex::new(None),
         }
+    }
+
+    /// The HA settings in force.
+    pub fn settings(&self) -> HaSettings {
+        HaSettings::of(&self.runtime.read())
     }
 
     /// Tells the slave connections that the CommitLog grew to `end`. Cheap without slaves.
@@ -201,13 +216,22 @@ impl HaMaster {
         let mut buf = [0u8; 1024];
         let mut filled = 0;
         let mut acked: Option<i64> = None;
+        let mut last_read = Instant::now();
         loop {
-            let n = tokio::time::timeout(self.settings.housekeeping, read.read(&mut buf[filled..]))
-                .await
-                .map_err(|_| HaError::Silent(self.settings.housekeeping))??;
+            let housekeeping = self.settings().housekeeping;
+            let silent_at = last_read + housekeeping;
+            let wake = silent_at.min(Instant::now() + SETTINGS_RECHECK);
+            let n = match tokio::time::timeout_at(wake, read.read(&mut buf[filled..])).await {
+                Ok(read) => read?,
+                Err(_) if Instant::now() >= silent_at => {
+                    return Err(HaError::Silent(housekeeping));
+                }
+                Err(_) => continue,
+            };
             if n == 0 {
                 return Err(HaError::Closed);
             }
+            last_read = Instant::now();
             filled += n;
             let (last, used) = wire::last_report(&buf[..filled]);
             buf.copy_within(used..filled, 0);
@@ -266,7 +290,7 @@ impl HaMaster {
         };
         let mut next = if requested == 0 {
             let max = self.store.max_phy_offset();
-            max - max.rem_euclid(self.settings.segment_size)
+            max - max.rem_euclid(self.settings().segment_size)
         } else {
             requested
         };
@@ -274,10 +298,11 @@ impl HaMaster {
         tracing::info!(peer = %link.peer, requested, from = next, "transferring the commit log to a slave");
         let mut last_write = Instant::now();
         loop {
+            let settings = self.settings();
             let written = self.written.notified();
             tokio::pin!(written);
             written.as_mut().enable();
-            if let Some(bytes) = self.store.read_replicated(next, self.settings.batch) {
+            if let Some(bytes) = self.store.read_replicated(next, settings.batch) {
                 let header = wire::encode_header(next, bytes.len());
                 self.send(&mut write, &header, &bytes).await?;
                 next += i64::try_from(bytes.len()).unwrap_or(i64::MAX);
@@ -292,7 +317,7 @@ impl HaMaster {
                     oldest,
                 });
             }
-            let heartbeat_due = last_write + self.settings.heartbeat;
+            let heartbeat_due = last_write + settings.heartbeat;
             let recheck = (Instant::now() + IDLE_RECHECK).min(heartbeat_due);
             tokio::select! {
                 _ = &mut written => {}
@@ -314,9 +339,10 @@ impl HaMaster {
         header: &[u8; HEADER_LEN],
         body: &[u8],
     ) -> Result<(), HaError> {
-        tokio::time::timeout(self.settings.housekeeping, write_frame(write, header, body))
+        let housekeeping = self.settings().housekeeping;
+        tokio::time::timeout(housekeeping, write_frame(write, header, body))
             .await
-            .map_err(|_| HaError::NotReading(self.settings.housekeeping))?
+            .map_err(|_| HaError::NotReading(housekeeping))?
             .map_err(HaError::Io)
     }
 }

@@ -6,7 +6,8 @@
 //! the slave's registration with. The slave reports at once after connecting (Apache's master
 //! sends nothing before the first report) and at least every `haSendHeartbeatInterval`; it drops
 //! a connection on which nothing arrived for `haHousekeepingInterval`, and after any failure it
-//! redials 5 s later.
+//! redials 5 s later. Both intervals are read from the configuration in force as they are used,
+//! at least every [`SETTINGS_RECHECK`].
 //!
 //! A transfer whose offset is not where the local log ends (unless the log is empty) means the
 //! two logs have diverged: the slave logs both offsets as an error and redials, and the master
@@ -26,9 +27,11 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use super::wire::{self, HEADER_LEN};
-use super::{HaError, HaSettings};
+use super::{HaError, HaSettings, SETTINGS_RECHECK};
+use crate::config::RuntimeConfig;
 
 /// Wait before redialing after a failed connection or a dropped one.
 pub const REDIAL_WAIT: Duration = Duration::from_secs(5);
@@ -39,7 +42,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 #[derive(Debug)]
 pub struct HaSlave {
     store: Arc<MessageStore>,
-    settings: HaSettings,
+    /// The configuration in force, read for the HA keys on each use.
+    runtime: Arc<RuntimeConfig>,
     /// The master's HA address; `haMasterAddress` pins it.
     master: watch::Sender<Option<String>>,
     pinned: bool,
@@ -55,18 +59,23 @@ impl HaSlave {
     /// servers name when `None`.
     pub fn new(
         store: Arc<MessageStore>,
-        settings: HaSettings,
+        runtime: Arc<RuntimeConfig>,
         pinned_master: Option<String>,
     ) -> Self {
         Self {
             store,
-            settings,
+            runtime,
             pinned: pinned_master.is_some(),
             master: watch::Sender::new(pinned_master),
             connected: AtomicBool::new(false),
             reported: AtomicI64::new(-1),
             failed_connections: AtomicU64::new(0),
         }
+    }
+
+    /// The HA settings in force.
+    pub fn settings(&self) -> HaSettings {
+        HaSettings::of(&self.runtime.read())
     }
 
     /// The master's HA address as the name servers answered a registration; ignored when
@@ -162,22 +171,36 @@ impl HaSlave {
         let mut reported = self.store.max_phy_offset();
         self.report(&mut write, reported).await?;
         let mut buf = BytesMut::with_capacity(64 * 1024);
-        let mut heartbeat = tokio::time::interval(self.settings.heartbeat);
-        heartbeat.tick().await;
+        let (mut last_report, mut last_read) = (Instant::now(), Instant::now());
         loop {
+            let settings = self.settings();
+            let report_at = last_report + settings.heartbeat;
+            let silent_at = last_read + settings.housekeeping;
+            let wake = report_at
+                .min(silent_at)
+                .min(Instant::now() + SETTINGS_RECHECK);
             tokio::select! {
-                _ = heartbeat.tick() => self.report(&mut write, reported).await?,
-                read = tokio::time::timeout(self.settings.housekeeping, read.read_buf(&mut buf)) => {
-                    let n = read.map_err(|_| HaError::Silent(self.settings.housekeeping))??;
-                    if n == 0 {
+                () = tokio::time::sleep_until(wake) => {
+                    let now = Instant::now();
+                    if now >= silent_at {
+                        return Err(HaError::Silent(settings.housekeeping));
+                    }
+                    if now >= report_at {
+                        self.report(&mut write, reported).await?;
+                        last_report = Instant::now();
+                    }
+                }
+                read = read.read_buf(&mut buf) => {
+                    if read? == 0 {
                         return Err(HaError::Closed);
                     }
+                    last_read = Instant::now();
                     self.append_frames(&mut buf)?;
                     let end = self.store.max_phy_offset();
                     if end > reported {
                         reported = end;
                         self.report(&mut write, reported).await?;
-                        heartbeat.reset();
+                        last_report = Instant::now();
                     }
                 }
             }
@@ -214,12 +237,10 @@ impl HaSlave {
     }
 
     async fn report(&self, write: &mut OwnedWriteHalf, offset: i64) -> Result<(), HaError> {
-        tokio::time::timeout(
-            self.settings.housekeeping,
-            write.write_all(&wire::encode_report(offset)),
-        )
-        .await
-        .map_err(|_| HaError::NotReading(self.settings.housekeeping))??;
+        let housekeeping = self.settings().housekeeping;
+        tokio::time::timeout(housekeeping, write.write_all(&wire::encode_report(offset)))
+            .await
+            .map_err(|_| HaError::NotReading(housekeeping))??;
         self.reported.store(offset, Ordering::Release);
         Ok(())
     }

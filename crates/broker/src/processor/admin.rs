@@ -439,6 +439,12 @@ fn runtime_info(ctx: &BrokerContext, boot_timestamp: i64) -> RemotingCommand {
     let lag = ha.lag();
     put("haSlaveCount", ha.slaves().len().to_string());
     put(
+        "haInSyncSlaveCount",
+        ctx.replication
+            .in_sync_slaves(ctx.store.max_phy_offset())
+            .to_string(),
+    );
+    put(
         "haFlushSlaveTimeouts",
         ctx.replication.slave_timeouts().to_string(),
     );

@@ -105,6 +105,8 @@ fn put_in_force(ctx: &BrokerContext, change: &ConfigChange) {
         .set_polling(now.long_polling_enable, now.short_polling_time_ms);
     ctx.subscription_groups
         .set_auto_create(now.auto_create_subscription_group);
+    // The copies a SYNC_MASTER's sends wait for; the HA connections read their keys themselves.
+    ctx.replication.config_changed(now);
     let expiry = Duration::from_millis(now.channel_expired_timeout_ms);
     ctx.consumers.set_channel_expired_timeout(expiry);
     ctx.producers.set_channel_expired_timeout(expiry);

@@ -41,7 +41,13 @@ pub const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(100);
 /// Timer-topic queue units read per round.
 pub const UNITS_PER_ROUND: usize = 64;
 
-/// The remark of a refused timer message (RocketMQ's, with the configured maximum).
+/// `timerMaxDelaySec` of `config`.
+fn max_delay_sec(config: &BrokerConfig) -> i64 {
+    i64::try_from(config.timer_max_delay_sec).unwrap_or(i64::MAX)
+}
+
+/// The remark of a refused timer message (RocketMQ's, with the maximum of `config`, the
+/// configuration in force).
 pub fn illegal_remark(config: &BrokerConfig) -> String {
     format!(
         "timer message illegal, the delay time should not be bigger than the max delay {}ms; \
@@ -93,6 +99,8 @@ pub fn effective_roll_window(configured: u64) -> i64 {
 /// The timer wheel of a broker (see the module docs); without a store when timers are off.
 #[derive(Debug)]
 pub struct TimerMessageService {
+    /// The rules of the keys read at start; the maximum delay is taken from the configuration in
+    /// force at each send ([`TimerMessageService::transform`]).
     rules: TimerRules,
     store: Option<TimerStore>,
     flush_interval: Duration,
@@ -105,7 +113,7 @@ impl TimerMessageService {
         let rules = TimerRules {
             enabled: config.timer_wheel_enable,
             precision_ms,
-            max_delay_sec: i64::try_from(config.timer_max_delay_sec).unwrap_or(i64::MAX),
+            max_delay_sec: max_delay_sec(config),
         };
         let store = if config.timer_wheel_enable {
             let timer_config = TimerConfig {
@@ -123,15 +131,21 @@ impl TimerMessageService {
         })
     }
 
-    /// The send-side rewrite ([`transform::transform`]) with this broker's rules. `Ok(true)`
+    /// The send-side rewrite ([`transform::transform`]) with this broker's rules, the maximum
+    /// delay (`timerMaxDelaySec`) taken from `live`, the configuration in force. `Ok(true)`
     /// when the message now goes to the timer topic. `now_ms` is read only for a message that
     /// asks for a delivery time: most sends skip the clock.
     pub fn transform(
         &self,
         msg: &mut MessageExt,
+        live: &BrokerConfig,
         now_ms: impl FnOnce() -> i64,
     ) -> Result<bool, PutMessageStatus> {
-        transform::transform(msg, &self.rules, now_ms)
+        let rules = TimerRules {
+            max_delay_sec: max_delay_sec(live),
+            ..self.rules
+        };
+        transform::transform(msg, &rules, now_ms)
     }
 
     /// The timer store, when timers are on.
@@ -262,5 +276,28 @@ mod tests {
     fn the_refusal_remark_names_the_maximum() {
         let config = BrokerConfig::default();
         assert!(illegal_remark(&config).contains("max delay 259200000ms"));
+    }
+
+    #[test]
+    fn the_maximum_delay_is_the_one_in_force() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let started = BrokerConfig::default();
+        let service = TimerMessageService::open(dir.path(), &started).expect("timer opens");
+        let in_force = BrokerConfig {
+            timer_max_delay_sec: 60,
+            ..started.clone()
+        };
+        let ask = |delay_sec: &str| {
+            let mut msg = MessageExt::new("T", bytes::Bytes::from_static(b"x"));
+            msg.properties.insert(keys::TIMER_DELAY_SEC, delay_sec);
+            msg
+        };
+        let now = || 1_700_000_000_000;
+        assert_eq!(service.transform(&mut ask("120"), &started, now), Ok(true));
+        assert_eq!(
+            service.transform(&mut ask("120"), &in_force, now),
+            Err(PutMessageStatus::WheelTimerMsgIllegal)
+        );
+        assert_eq!(service.transform(&mut ask("30"), &in_force, now), Ok(true));
     }
 }

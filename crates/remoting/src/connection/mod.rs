@@ -200,10 +200,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let close = channel.close_token().clone();
     // Set before the server starts (`RemotingServer::start` consumes the server), so once.
     let fence = dispatcher.fence();
-    let mut held = HeldResponses::new(
-        fence.as_ref().and_then(|f| f.released()),
-        fence.as_ref().map_or(Duration::ZERO, |f| f.hold_timeout()),
-    );
+    let mut held = HeldResponses::of_fence(fence.as_ref());
     let on_expired = |until: u64| {
         if let Some(f) = &fence {
             f.on_hold_expired(until);

@@ -74,21 +74,22 @@ struct Services {
 }
 
 impl Services {
-    /// Builds (without starting) dispatch from `dispatch_from`, the CommitLog flush with its
-    /// prepare-ahead thread, the ConsumeQueue/checkpoint flush, retention and page release.
+    /// Builds (without starting) dispatch from `dispatch_from` with the `dispatcher` recovery
+    /// used, the CommitLog flush with its prepare-ahead thread, the ConsumeQueue/checkpoint
+    /// flush, retention and page release, all sharing the dispatcher's live settings.
     fn new(
         config: &MessageStoreConfig,
         commit_log: &Arc<CommitLog>,
         queues: &Arc<ConsumeQueueTable>,
         index: &Option<Arc<RwLock<IndexService>>>,
         checkpoint: &Arc<Checkpoint>,
-        delay_levels: Vec<i64>,
+        dispatcher: Dispatcher,
         dispatch_from: i64,
     ) -> Self {
-        let live = LiveSettings::of(config);
+        let live = Arc::clone(dispatcher.live());
         let reput = ReputService::new(
             Arc::clone(commit_log),
-            Dispatcher::new(Arc::clone(queues), index.clone(), delay_levels),
+            dispatcher,
             config.flush_disk_type,
             Arc::new(Waker::new()),
             dispatch_from,
@@ -161,14 +162,12 @@ impl Services {
     }
 }
 
-/// Opens the IndexService under `root` when the index is enabled.
+/// Opens the IndexService under `root`, whatever `messageIndexEnable` says (as RocketMQ does):
+/// the key may be turned on while the store runs. It makes no file before its first entry.
 fn open_index(
     config: &MessageStoreConfig,
     root: &Path,
 ) -> Result<Option<Arc<RwLock<IndexService>>>, StoreError> {
-    if !config.message_index_enable {
-        return Ok(None);
-    }
     let index = IndexService::open(
         root,
         IndexConfig {
@@ -199,21 +198,31 @@ impl MessageStore {
             config.consume_queue_entries_per_file,
         )?);
         let index = open_index(&config, &root)?;
-        let delay_levels = config.delay_levels_millis()?;
-        let recovery_dispatcher =
-            Dispatcher::new(Arc::clone(&queues), index.clone(), delay_levels.clone());
+        // Recovery re-dispatches with the settings the store then runs with.
+        let dispatcher = Dispatcher::new(
+            Arc::clone(&queues),
+            index.clone(),
+            LiveSettings::of(&config),
+            config.delay_levels_millis()?,
+        );
+        // An index not kept up while indexing was off covers nothing recovery may skip.
+        let indexing = config.message_index_enable;
         let report = recover(
             &RecoveryContext {
                 commit_log: &commit_log,
                 queues: &queues,
-                index: index.as_deref(),
-                dispatcher: &recovery_dispatcher,
+                index: index.as_deref().filter(|_| indexing),
+                dispatcher: &dispatcher,
                 checkpoint: &checkpoint,
                 check_crc: config.check_crc_on_recover,
                 message_index_safe: config.message_index_safe,
             },
             abnormal,
         )?;
+        if let Some(index) = index.as_ref().filter(|_| !indexing) {
+            // Nothing it holds may point past the recovered end, should indexing be turned on.
+            index.write().truncate_dirty(report.max_phy_offset)?;
+        }
         create_abort_file(&config.abort_path())?;
 
         let services = Services::new(
@@ -222,7 +231,7 @@ impl MessageStore {
             &queues,
             &index,
             &checkpoint,
-            delay_levels,
+            dispatcher,
             report.max_phy_offset,
         );
         let store = Arc::new(Self {

@@ -712,7 +712,12 @@ mod tests {
         commit_log.load()?;
         let queues = Arc::new(ConsumeQueueTable::load(dir.path(), 100)?);
         let checkpoint = Checkpoint::open(&config.checkpoint_path())?;
-        let dispatcher = Dispatcher::new(Arc::clone(&queues), None, Vec::new());
+        let dispatcher = Dispatcher::new(
+            Arc::clone(&queues),
+            None,
+            crate::live::LiveSettings::of(&config),
+            Vec::new(),
+        );
         let ctx = RecoveryContext {
             commit_log: &commit_log,
             queues: &queues,
