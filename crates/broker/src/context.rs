@@ -6,7 +6,7 @@
 //! constructor, the controller builds them once and hands out one `Arc<BrokerContext>`; services
 //! that must not keep the broker alive (background tasks) hold a `Weak` to it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use comet_remoting::CancellationToken;
@@ -17,7 +17,7 @@ use crate::config::{BrokerConfig, RuntimeConfig};
 use crate::ha::Replication;
 use crate::long_polling::PullRequestHoldService;
 use crate::offset_manager::ConsumerOffsetManager;
-use crate::outer_api::BrokerOuterApi;
+use crate::outer_api::{BrokerIdentity, BrokerOuterApi};
 use crate::rebalance_lock::RebalanceLockManager;
 use crate::schedule::ScheduleMessageService;
 use crate::subscription_group::SubscriptionGroupManager;
@@ -51,8 +51,15 @@ pub struct BrokerContext {
     /// The HA listener, the slave client of a slave, and what a `SYNC_MASTER`'s answers wait
     /// for.
     pub replication: Arc<Replication>,
-    /// `brokerIP1:listenPort`: the store host of every message (and so of every offset msgId).
+    /// `brokerIP1:listenPort` as the broker started: the store host of every message (and so of
+    /// every offset msgId), as in Apache, whose `storeHost` is fixed at start. The address
+    /// registered with the name servers follows `brokerIP1` while running
+    /// ([`BrokerContext::broker_addr`]).
     pub store_host: SocketAddr,
+    /// The idle timeout the listeners give the connections they accept
+    /// (`serverChannelMaxIdleTimeSeconds`, changed while running for the connections accepted
+    /// from then on).
+    pub listener_idle_timeout: comet_remoting::IdleTimeout,
     /// Cancelled when the broker shuts down; background tasks stop on it.
     pub shutdown: CancellationToken,
     /// Message traffic, for the metrics endpoint and the admin statistics.
@@ -77,9 +84,38 @@ impl std::fmt::Debug for BrokerContext {
 }
 
 impl BrokerContext {
-    /// `brokerIP1:listenPort` as text, the address routes announce.
+    /// `brokerIP1:listenPort` as text, the address routes announce: `brokerIP1` in force (it
+    /// may have changed since the start), else the address the broker started with.
     pub fn broker_addr(&self) -> String {
-        self.store_host.to_string()
+        let ip = self.advertised_ip(&self.live_config());
+        SocketAddr::new(ip, self.store_host.port()).to_string()
+    }
+
+    /// How the broker names itself to the name servers now: its cluster, name and id as it
+    /// started, and the addresses in force (`brokerIP1`, `brokerIP2`), which Apache reads at each
+    /// registration.
+    pub fn identity(&self) -> BrokerIdentity {
+        let live = self.live_config();
+        let ip = self.advertised_ip(&live);
+        let ha_port = self.replication.master.local_addr().map_or(0, |a| a.port());
+        BrokerIdentity {
+            cluster_name: self.config.broker_cluster_name.clone(),
+            broker_name: self.config.broker_name.clone(),
+            broker_addr: SocketAddr::new(ip, self.store_host.port()).to_string(),
+            ha_server_addr: SocketAddr::new(live.broker_ip2.unwrap_or(ip), ha_port).to_string(),
+            broker_id: self.config.effective_broker_id(),
+        }
+    }
+
+    /// The IP clients reach the broker at under `live`: its `brokerIP1`; without one, the IP
+    /// the broker started with, unless that was an explicit `brokerIP1` since cleared (then the
+    /// bind IP or the host's, as at a start without it).
+    fn advertised_ip(&self, live: &BrokerConfig) -> IpAddr {
+        match live.broker_ip1 {
+            Some(ip) => ip,
+            None if self.config.broker_ip1.is_none() => self.store_host.ip(),
+            None => live.resolve_broker_ip(),
+        }
     }
 
     /// The configuration in force: the one to read a key marked live in the configuration

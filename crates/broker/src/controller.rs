@@ -36,6 +36,7 @@ use crate::outer_api::{BrokerIdentity, BrokerOuterApi, RegisterReport};
 use crate::processor;
 use crate::processor::fence::CommitBeforeReply;
 use crate::rebalance_lock::RebalanceLockManager;
+use crate::registration::Registration;
 use crate::schedule::ScheduleMessageService;
 use crate::subscription_group::SubscriptionGroupManager;
 use crate::timer::TimerMessageService;
@@ -109,10 +110,10 @@ impl BrokerController {
             acl,
             server,
             fast,
+            idle_timeout,
             ha_listener,
             metrics_listener,
         } = opened;
-        let ha_port = replication.master.local_addr().map_or(0, |a| a.port());
         let ctx = build_context(
             &config,
             runtime,
@@ -120,6 +121,7 @@ impl BrokerController {
             tables,
             store_host,
             Arc::clone(&replication),
+            idle_timeout,
         );
         let transactions = Arc::new(TransactionService::new(store_host.ip()));
         install_on_server(&server, &ctx, &transactions);
@@ -143,27 +145,21 @@ impl BrokerController {
 
         let server = server.start();
         let fast = fast.map(RemotingServer::start);
-        let identity = BrokerIdentity {
-            cluster_name: config.broker_cluster_name.clone(),
-            broker_name: config.broker_name.clone(),
-            broker_addr: store_host.to_string(),
-            ha_server_addr: SocketAddr::new(config.ha_advertised_ip(), ha_port).to_string(),
-            broker_id: config.effective_broker_id(),
-        };
+        let registration = Arc::new(Registration::new(&ctx));
         let mut handle = BrokerHandle {
             ctx,
             server: Some(server),
             fast,
             tasks,
-            identity,
+            registration,
             local_addr,
             metrics_addr,
             transactions,
             acl,
         };
         handle.register_now().await;
-        let registration = spawn_registration_task(&handle.ctx, handle.identity.clone());
-        handle.tasks.push(registration);
+        let task = handle.registration.spawn(&handle.ctx);
+        handle.tasks.push(task);
         tracing::info!(addr = %local_addr, broker = %config.broker_name, cluster = %config.broker_cluster_name,
             "broker started");
         Ok(handle)
@@ -209,6 +205,8 @@ struct Opened {
     server: RemotingServer,
     /// The fast (VIP) listener, `listenPort - 2`, where there is room for one.
     fast: Option<RemotingServer>,
+    /// The idle timeout both listeners give the connections they accept.
+    idle_timeout: comet_remoting::IdleTimeout,
     ha_listener: tokio::net::TcpListener,
     /// The metrics endpoint, with `metricsExporterType=PROM`.
     metrics_listener: Option<tokio::net::TcpListener>,
@@ -231,11 +229,15 @@ async fn open_tables_and_bind(
         None
     };
     let server = RemotingServer::bind(config.server_config()).await?;
+    // One idle timeout for both listeners: `serverChannelMaxIdleTimeSeconds` changes it.
+    let idle_timeout = server.idle_timeout().clone();
     let fast = match config.fast_listen_addr() {
         Some(addr) => {
             let mut fast_config = config.server_config();
             fast_config.listen_addr = addr.to_string();
-            Some(RemotingServer::bind(fast_config).await?)
+            let mut fast = RemotingServer::bind(fast_config).await?;
+            fast.share_idle_timeout(&idle_timeout);
+            Some(fast)
         }
         None => None,
     };
@@ -263,6 +265,7 @@ async fn open_tables_and_bind(
         acl,
         server,
         fast,
+        idle_timeout,
         ha_listener,
         metrics_listener,
     })
@@ -276,6 +279,7 @@ fn build_context(
     tables: MetadataTables,
     store_host: SocketAddr,
     replication: Arc<Replication>,
+    listener_idle_timeout: comet_remoting::IdleTimeout,
 ) -> Arc<BrokerContext> {
     let channel_expired = Duration::from_millis(config.channel_expired_timeout_ms);
     Arc::new(BrokerContext {
@@ -304,6 +308,7 @@ fn build_context(
         outer_api: Arc::new(BrokerOuterApi::new(config.namesrv_addr.clone())),
         replication,
         store_host,
+        listener_idle_timeout,
         shutdown: CancellationToken::new(),
         traffic: Arc::new(crate::metrics::traffic::TrafficMetrics::new(true)),
         stats_windows: crate::metrics::windows::StatsWindows::default(),
@@ -382,54 +387,6 @@ async fn shutdown_store(store: &Arc<MessageStore>) {
         Ok(Err(e)) => tracing::error!(error = %e, "store shutdown failed"),
         Err(e) => tracing::error!(error = %e, "store shutdown task failed"),
     }
-}
-
-fn log_report(what: &str, report: &RegisterReport) {
-    for failure in &report.failed {
-        tracing::warn!(error = %failure, "{what} failed; retried at the next period");
-    }
-    if !report.succeeded.is_empty() {
-        tracing::debug!(name_servers = ?report.succeeded, "{what} done");
-    }
-}
-
-/// Registers every `registerNameServerPeriod`, and right after each topic change.
-fn spawn_registration_task(ctx: &Arc<BrokerContext>, identity: BrokerIdentity) -> JoinHandle<()> {
-    let weak = Arc::downgrade(ctx);
-    let shutdown = ctx.shutdown.clone();
-    let period = ctx.config.register_period();
-    tokio::spawn(async move {
-        loop {
-            let Some(ctx) = weak.upgrade() else { return };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(period) => {}
-                _ = ctx.topic_config.changed() => {}
-            }
-            if shutdown.is_cancelled() {
-                return;
-            }
-            register_once(&ctx, &identity).await;
-        }
-    })
-}
-
-/// One registration with every name server, each call bounded by the
-/// `registerBrokerTimeoutMills` in force; a slave learns its master from the answers.
-async fn register_once(ctx: &BrokerContext, identity: &BrokerIdentity) -> RegisterReport {
-    let timeout = ctx.live_config().register_broker_timeout();
-    let report = ctx
-        .outer_api
-        .register_broker_all(
-            identity,
-            ctx.topic_config
-                .to_register_wrapper(ctx.broker_permission()),
-            timeout,
-        )
-        .await;
-    log_report("broker registration", &report);
-    ctx.replication.on_registered(&report);
-    report
 }
 
 /// Writes consumer offsets, delay progress and FIFO POP batches (when changed) every
@@ -512,7 +469,8 @@ pub struct BrokerHandle {
     server: Option<ServerHandle>,
     fast: Option<ServerHandle>,
     tasks: Vec<JoinHandle<()>>,
-    identity: BrokerIdentity,
+    /// The registration with the name servers (what the last round registered).
+    registration: Arc<Registration>,
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     /// The transaction service (END_TRANSACTION and the checks), shared with other front ends.
@@ -525,7 +483,7 @@ impl std::fmt::Debug for BrokerHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BrokerHandle")
             .field("local_addr", &self.local_addr)
-            .field("identity", &self.identity)
+            .field("broker_name", &self.ctx.config.broker_name)
             .finish()
     }
 }
@@ -536,7 +494,7 @@ impl Drop for BrokerHandle {
     /// after a crash, keeping its `abort` marker so the next start recovers.
     fn drop(&mut self) {
         if let Some(server) = self.server.take() {
-            tracing::warn!(broker = %self.identity.broker_name, "broker handle dropped without shutdown");
+            tracing::warn!(broker = %self.ctx.config.broker_name, "broker handle dropped without shutdown");
             server.begin_shutdown();
             if let Some(fast) = self.fast.take() {
                 fast.begin_shutdown();
@@ -567,14 +525,15 @@ impl BrokerHandle {
         self.acl.as_ref()
     }
 
-    /// `brokerIP1:port`, the address announced to name servers and written in message ids.
+    /// `brokerIP1:port`, the address announced to name servers (written in message ids as the
+    /// broker started).
     pub fn broker_addr(&self) -> String {
-        self.identity.broker_addr.clone()
+        self.ctx.broker_addr()
     }
 
-    /// How this broker names itself to the name servers.
-    pub fn identity(&self) -> &BrokerIdentity {
-        &self.identity
+    /// How this broker names itself to the name servers now.
+    pub fn identity(&self) -> BrokerIdentity {
+        self.ctx.identity()
     }
 
     /// The shared broker state (tests and embedding binaries).
@@ -584,12 +543,12 @@ impl BrokerHandle {
 
     /// Registers with every name server now.
     pub async fn register_now(&self) -> RegisterReport {
-        register_once(&self.ctx, &self.identity).await
+        self.registration.register_once(&self.ctx).await
     }
 
     /// Shuts the broker down gracefully (see the module docs).
     pub async fn shutdown(mut self) -> Result<(), BrokerError> {
-        tracing::info!(broker = %self.identity.broker_name, "broker shutting down");
+        tracing::info!(broker = %self.ctx.config.broker_name, "broker shutting down");
         for server in self.server.iter().chain(&self.fast) {
             server.begin_shutdown();
         }
@@ -598,20 +557,15 @@ impl BrokerHandle {
         for server in self.server.take().into_iter().chain(self.fast.take()) {
             server.shutdown().await;
         }
-        for task in self.tasks.drain(..) {
+        let late = self.ctx.timer.take_late_tasks();
+        for task in self.tasks.drain(..).chain(late) {
             if let Err(e) = task.await
                 && e.is_panic()
             {
                 tracing::error!(error = %e, "broker background task panicked");
             }
         }
-        let timeout = self.ctx.live_config().register_broker_timeout();
-        let report = self
-            .ctx
-            .outer_api
-            .unregister_broker_all(&self.identity, timeout)
-            .await;
-        log_report("broker unregistration", &report);
+        self.registration.unregister(&self.ctx).await;
         self.ctx.outer_api.shutdown().await;
 
         persist_tables(&self.ctx, true).await;
@@ -623,7 +577,7 @@ impl BrokerHandle {
         })
         .await
         .map_err(|e| BrokerError::Join(e.to_string()))??;
-        tracing::info!(broker = %self.identity.broker_name, "broker stopped");
+        tracing::info!(broker = %self.ctx.config.broker_name, "broker stopped");
         Ok(())
     }
 }

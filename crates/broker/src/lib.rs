@@ -42,6 +42,7 @@ pub(crate) mod metrics;
 pub(crate) mod offset_manager;
 pub(crate) mod outer_api;
 pub(crate) mod rebalance_lock;
+pub(crate) mod registration;
 pub(crate) mod runtime_info;
 pub(crate) mod schedule;
 pub(crate) mod subscription_group;

@@ -224,6 +224,18 @@ impl TopicConfigManager {
         self.commit_change();
     }
 
+    /// Creates `topic`, a system topic a service started while the broker runs needs (the timer
+    /// topic of a timer wheel turned on), unless it exists; a created one is persisted and
+    /// registered.
+    pub fn ensure_system_topic(&self, topic: TopicConfig) {
+        let name = topic.topic_name.clone();
+        let (_, created) = self.table.get_or_create(&name, || topic);
+        if created {
+            tracing::info!(topic = %name, "system topic created");
+            self.commit_change();
+        }
+    }
+
     /// Turns auto-creation from TBW102 on or off while the broker runs, with TBW102 as a start
     /// with that setting leaves it: on, TBW102 exists and may be inherited (it is made, with
     /// `defaultTopicQueueNums` queues, when missing); off, it may not. A changed TBW102 is

@@ -6,7 +6,10 @@
 //! `autoCreateTopicEnable`: auto-creation; `inSyncReplicas` and `slaveTimeout`: a `SYNC_MASTER`'s
 //! answers; `timerMaxDelaySec`: timer sends; `messageIndexEnable`: what is indexed;
 //! `registerBrokerTimeoutMills`: registrations; the HA keys: what a slave connection is sent and
-//! when it is dropped, on either side), GET_BROKER_CONFIG shows the new values at once, and
+//! when it is dropped, on either side; `timerFlushIntervalMs`: the timer checkpoint;
+//! `timerWheelEnable`: timer sends, POPs and the wheel itself; `namesrvAddr`, `brokerIP1` and
+//! `brokerIP2`: where the broker registers and the addresses the routes and a slave are given;
+//! `serverChannelMaxIdleTimeSeconds`: new connections), GET_BROKER_CONFIG shows the new values at once, and
 //! they are written to the broker's config file so a restart keeps them. Black-listed keys are
 //! refused with Apache's code and remark; unknown keys, keys read only at start and bad values
 //! are refused whole, and nothing changes.
@@ -493,6 +496,12 @@ async fn a_bad_value_refuses_the_whole_update_and_changes_nothing() {
         "fileReservedTime=48\nregisterBrokerTimeoutMills=0",
         "fileReservedTime=48\ntimerMaxDelaySec=0",
         "fileReservedTime=48\nmessageIndexEnable=sometimes",
+        "fileReservedTime=48\nnamesrvAddr=localhost",
+        "fileReservedTime=48\nbrokerIP1=broker.example",
+        "fileReservedTime=48\nbrokerIP2=10.0.0",
+        "fileReservedTime=48\ntimerWheelEnable=sometimes",
+        "fileReservedTime=48\ntimerFlushIntervalMs=1",
+        "fileReservedTime=48\nserverChannelMaxIdleTimeSeconds=86401",
     ] {
         let rsp = broker.invoke(update(body)).await;
         assert_eq!(
@@ -847,4 +856,283 @@ async fn ha_keys_change_when_a_slave_reports_and_gives_up() {
     accept(&slave, "haHousekeepingInterval=100").await;
     while next_report(&mut stream).await.is_some() {}
     slave.shutdown().await;
+}
+
+/// The timer checkpoint the broker wrote last: its enqueue offset (0 before any).
+fn checkpointed_enqueue_offset(broker: &TestBroker) -> i64 {
+    let path = broker
+        .config
+        .store_path_root_dir
+        .join("config")
+        .join(comet_store::timer::TIMER_CHECKPOINT_FILE);
+    comet_store::timer::TimerCheckpoint::load(&path)
+        .expect("checkpoint readable")
+        .map_or(0, |c| c.enqueue_offset)
+}
+
+/// Sends a timer message due in an hour and waits until the wheel has taken it.
+async fn park_one(broker: &TestBroker) {
+    assert_eq!(broker.invoke(timer_send("3600")).await.code, SUCCESS);
+    let stats = || broker.ctx().timer.stats().expect("timer on");
+    let sent = broker
+        .store()
+        .get_max_offset_in_queue(comet_protocol::naming::TIMER_TOPIC, 0);
+    assert!(
+        wait_until(|| async { stats().enqueue_offset >= sent }).await,
+        "the wheel never took the message"
+    );
+}
+
+#[tokio::test]
+async fn timer_flush_interval_ms_is_read_by_the_checkpoint_task() {
+    // An hour between checkpoints: nothing but a change of the period writes one while running.
+    let broker = TestBroker::start_with(|c| c.timer_flush_interval_ms = HOUR_MS).await;
+    park_one(&broker).await;
+    assert_eq!(checkpointed_enqueue_offset(&broker), 0, "no checkpoint yet");
+
+    accept(&broker, "timerFlushIntervalMs=20").await;
+    assert_eq!(listed(&broker, "timerFlushIntervalMs").await, "20");
+    assert!(
+        wait_until(|| async { checkpointed_enqueue_offset(&broker) == 1 }).await,
+        "the change did not wake the checkpoint task"
+    );
+    // Checkpointed again only if the task now waits the new period, not the hour.
+    park_one(&broker).await;
+    assert!(
+        wait_until(|| async { checkpointed_enqueue_offset(&broker) == 2 }).await,
+        "the checkpoint task still waits the period it started with"
+    );
+    broker.shutdown().await;
+}
+
+/// A POP of one message from [`TOPIC`]: its response code.
+async fn pop_code(broker: &TestBroker) -> i32 {
+    use comet_protocol::headers::{POP_INIT_MODE_MIN, PopMessageRequestHeader};
+    let header = PopMessageRequestHeader {
+        consumer_group: "TimerPopGroup".to_owned(),
+        topic: TOPIC.to_owned(),
+        queue_id: -1,
+        max_msg_nums: 1,
+        invisible_time: 60_000,
+        poll_time: 0,
+        born_time: comet_protocol::time::now_millis(),
+        init_mode: POP_INIT_MODE_MIN,
+        exp_type: Some("TAG".to_owned()),
+        exp: Some("*".to_owned()),
+        order: Some(false),
+        attempt_id: None,
+        rpc: Default::default(),
+    };
+    broker
+        .invoke(request_with_header(RequestCode::PopMessage, &header))
+        .await
+        .code
+}
+
+/// A timer message to [`TOPIC`] queue 0 due `delay_ms` from now: the answer's code.
+async fn timer_send_to_topic(broker: &TestBroker, delay_ms: &str) -> i32 {
+    broker
+        .invoke(send_v2(TOPIC, 0, b"t", &[("TIMER_DELAY_MS", delay_ms)]))
+        .await
+        .code
+}
+
+#[tokio::test]
+async fn timer_wheel_enable_turns_timers_and_pops_on_and_off_while_running() {
+    // Started without the wheel: turning it on must open it and start its tasks.
+    let broker = TestBroker::start_with(|c| {
+        c.timer_wheel_enable = false;
+        c.timer_precision_ms = 100;
+    })
+    .await;
+    assert_eq!(broker.invoke(create_topic(TOPIC)).await.code, SUCCESS);
+    let system_error = ResponseCode::SystemError.code();
+    assert_eq!(timer_send_to_topic(&broker, "100").await, system_error);
+    assert_eq!(pop_code(&broker).await, system_error);
+    assert!(broker.ctx().timer.stats().is_none(), "no wheel yet");
+
+    accept(&broker, "timerWheelEnable=true").await;
+    assert_eq!(listed(&broker, "timerWheelEnable").await, "true");
+    assert_ne!(pop_code(&broker).await, system_error, "POP refused");
+    assert_eq!(timer_send_to_topic(&broker, "100").await, SUCCESS);
+    let delivered = |n: i64| {
+        let store = std::sync::Arc::clone(broker.store());
+        move || {
+            let store = std::sync::Arc::clone(&store);
+            async move { store.get_max_offset_in_queue(TOPIC, 0) == n }
+        }
+    };
+    assert!(
+        wait_until(delivered(1)).await,
+        "the wheel opened while running never delivered"
+    );
+    assert!(
+        broker
+            .ctx()
+            .topic_config
+            .select("rmq_sys_wheel_timer")
+            .is_some()
+    );
+
+    // Turned off: new timer messages and POPs are refused, the one parked is still delivered.
+    assert_eq!(timer_send_to_topic(&broker, "300").await, SUCCESS);
+    accept(&broker, "timerWheelEnable=false").await;
+    let rsp = broker
+        .invoke(send_v2(TOPIC, 0, b"t", &[("TIMER_DELAY_MS", "100")]))
+        .await;
+    assert_eq!(rsp.code, system_error);
+    assert!(
+        rsp.remark.unwrap_or_default().contains("timerWheelEnable"),
+        "the remark names the key"
+    );
+    assert_eq!(pop_code(&broker).await, system_error);
+    assert!(
+        wait_until(delivered(2)).await,
+        "the parked message was not delivered with the wheel off"
+    );
+    broker.shutdown().await;
+}
+
+/// The route data the test name server has for [`TOPIC`].
+async fn route(broker: &TestBroker) -> Option<TopicRouteData> {
+    let request = request_with_header(
+        RequestCode::GetRouteinfoByTopic,
+        &GetRouteInfoRequestHeader {
+            topic: TOPIC.to_owned(),
+            ..Default::default()
+        },
+    );
+    let rsp = broker.invoke_namesrv(request).await;
+    (rsp.code == SUCCESS)
+        .then(|| from_fastjson::<TopicRouteData>(&rsp.body.clone().unwrap_or_default()).ok())
+        .flatten()
+}
+
+#[tokio::test]
+async fn namesrv_addr_changes_where_the_broker_registers() {
+    // No name server at start, and the longest registration period.
+    let broker = TestBroker::start_with(|c| {
+        c.namesrv_addr = Vec::new();
+        c.register_name_server_period_ms = 60_000;
+    })
+    .await;
+    assert_eq!(broker.invoke(create_topic(TOPIC)).await.code, SUCCESS);
+    assert!(route(&broker).await.is_none(), "registered with nobody");
+
+    let namesrv = broker.namesrv_addr();
+    accept(&broker, &format!("namesrvAddr={namesrv}")).await;
+    assert_eq!(listed(&broker, "namesrvAddr").await, namesrv);
+    assert!(
+        wait_until(|| async { route(&broker).await.is_some() }).await,
+        "the broker never registered with the new name server"
+    );
+    assert_eq!(*broker.ctx().outer_api.namesrv_addrs(), vec![namesrv]);
+    broker.shutdown().await;
+}
+
+/// What the test name server answers a slave of the broker registering: the master's address
+/// and HA address.
+async fn master_seen_by_a_slave(broker: &TestBroker) -> (Option<String>, Option<String>) {
+    use comet_protocol::body::RegisterBrokerBody;
+    use comet_protocol::headers::{RegisterBrokerRequestHeader, RegisterBrokerResponseHeader};
+    let header = RegisterBrokerRequestHeader {
+        broker_name: broker.config.broker_name.clone(),
+        broker_addr: "127.0.0.1:1".to_owned(),
+        cluster_name: broker.config.broker_cluster_name.clone(),
+        ha_server_addr: "127.0.0.1:2".to_owned(),
+        broker_id: 1,
+        ..Default::default()
+    };
+    let body = RegisterBrokerBody::default().encode(false).expect("body");
+    let request = request_with_header(RequestCode::RegisterBroker, &header).with_body(body);
+    let rsp = broker.invoke_namesrv(request).await;
+    assert_eq!(rsp.code, SUCCESS, "{:?}", rsp.remark);
+    let answer: RegisterBrokerResponseHeader = rsp.decode_header().expect("header");
+    (answer.master_addr, answer.ha_server_addr)
+}
+
+#[tokio::test]
+async fn broker_ip1_and_ip2_change_the_registered_addresses() {
+    let broker = TestBroker::start().await;
+    assert_eq!(broker.invoke(create_topic(TOPIC)).await.code, SUCCESS);
+    let port = broker.handle().local_addr().port();
+    let ha_port = broker
+        .ctx()
+        .replication
+        .master
+        .local_addr()
+        .expect("HA")
+        .port();
+    let started = format!("127.0.0.1:{port}");
+    assert_eq!(
+        master_seen_by_a_slave(&broker).await,
+        (Some(started.clone()), Some(format!("127.0.0.1:{ha_port}")))
+    );
+    let route_addrs = || async {
+        route(&broker)
+            .await
+            .map(|r| {
+                r.broker_datas
+                    .iter()
+                    .flat_map(|b| b.broker_addrs.values().cloned())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+
+    let (ip1, ip2) = ("127.0.0.2", "127.0.0.3");
+    accept(&broker, &format!("brokerIP1={ip1}\nbrokerIP2={ip2}")).await;
+    assert_eq!(listed(&broker, "brokerIP1").await, ip1);
+    assert_eq!(listed(&broker, "brokerIP2").await, ip2);
+    let moved = format!("{ip1}:{port}");
+    assert!(
+        wait_until(|| async { route_addrs().await.contains(&moved) }).await,
+        "the routes never carried the new address"
+    );
+    assert!(
+        !route_addrs().await.contains(&started),
+        "the old address is still routed"
+    );
+    assert_eq!(
+        master_seen_by_a_slave(&broker).await,
+        (Some(moved), Some(format!("{ip2}:{ha_port}")))
+    );
+    // Message ids keep the address the broker started with, as Apache's do.
+    assert_eq!(broker.ctx().store_host.to_string(), started);
+    broker.shutdown().await;
+}
+
+/// Whether the broker closed `stream` (end of stream) rather than leaving it open and silent.
+async fn closed_by_broker(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(WAIT_DEADLINE, stream.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn server_channel_max_idle_time_seconds_applies_to_new_connections() {
+    // A day of silence tolerated at start.
+    let broker = TestBroker::start_with(|c| c.server_channel_max_idle_time_seconds = 86_400).await;
+    let addr = broker.handle().local_addr();
+    let old = TcpStream::connect(addr).await.expect("connect");
+
+    accept(&broker, "serverChannelMaxIdleTimeSeconds=1").await;
+    assert_eq!(
+        listed(&broker, "serverChannelMaxIdleTimeSeconds").await,
+        "1"
+    );
+    let mut new = TcpStream::connect(addr).await.expect("connect");
+    assert!(
+        closed_by_broker(&mut new).await,
+        "a silent connection accepted after the change was never closed"
+    );
+    // Accepted before the change (and silent for longer): it keeps its day.
+    let mut buf = [0u8; 1];
+    assert!(
+        matches!(old.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the connection accepted before the change was closed"
+    );
+    broker.shutdown().await;
 }

@@ -1,5 +1,7 @@
 //! Server and client settings. Defaults mirror the RocketMQ Java defaults where one exists.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use comet_protocol::SerializeType;
@@ -94,6 +96,40 @@ impl Default for ServerConfig {
     }
 }
 
+/// The idle timeout a [`crate::RemotingServer`] gives each connection it accepts, changeable while
+/// it runs: a change applies to the connections accepted from then on (as RocketMQ reads
+/// `serverChannelMaxIdleTimeSeconds` for each connection it accepts). Clones share the value,
+/// so one handle may serve several servers.
+#[derive(Debug, Clone)]
+pub struct IdleTimeout(Arc<AtomicU64>);
+
+impl IdleTimeout {
+    /// `timeout` (`None`: connections are never closed for idleness).
+    pub fn new(timeout: Option<Duration>) -> Self {
+        IdleTimeout(Arc::new(AtomicU64::new(Self::encode(timeout))))
+    }
+
+    /// The timeout in force.
+    pub fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// Puts `timeout` in force for the connections accepted from now on.
+    pub fn set(&self, timeout: Option<Duration>) {
+        self.0.store(Self::encode(timeout), Ordering::Relaxed);
+    }
+
+    /// Milliseconds, at least 1; 0 for none.
+    fn encode(timeout: Option<Duration>) -> u64 {
+        timeout.map_or(0, |t| {
+            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+        })
+    }
+}
+
 /// Settings of a [`crate::RemotingClient`].
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -128,5 +164,27 @@ impl Default for ClientConfig {
             write_buffer_high_water_mark: DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK,
             tls: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_timeout_is_shared_by_its_clones_and_may_be_none() {
+        let idle = IdleTimeout::new(Some(Duration::from_secs(120)));
+        let shared = idle.clone();
+        assert_eq!(shared.get(), Some(Duration::from_secs(120)));
+        idle.set(None);
+        assert_eq!(shared.get(), None);
+        idle.set(Some(Duration::from_micros(10)));
+        assert_eq!(
+            shared.get(),
+            Some(Duration::from_millis(1)),
+            "rounded up, never none"
+        );
+        shared.set(Some(Duration::from_secs(1)));
+        assert_eq!(idle.get(), Some(Duration::from_secs(1)));
     }
 }

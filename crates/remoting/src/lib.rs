@@ -39,7 +39,7 @@ pub use channel::Channel;
 pub use client::RemotingClient;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use codec::{RemotingCodec, encode_frame};
-pub use config::{ClientConfig, ServerConfig, ServerConfigError};
+pub use config::{ClientConfig, IdleTimeout, ServerConfig, ServerConfigError};
 pub use detached::Outbox;
 pub use error::{RemotingError, Result};
 pub use overload::{OverloadReason, TransportStats};

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::ServerConfig;
+use crate::config::{IdleTimeout, ServerConfig};
 use crate::connection::{ConnectionContext, ConnectionOptions, spawn_connection, spawn_stream};
 use crate::error::{RemotingError, Result};
 use crate::limits::{
@@ -35,6 +35,9 @@ pub struct RemotingServer {
     local_addr: SocketAddr,
     dispatcher: Arc<Dispatcher>,
     tls: Option<ServerTls>,
+    /// The idle timeout of the connections accepted from now on (`config.idle_timeout` at
+    /// first).
+    idle_timeout: IdleTimeout,
 }
 
 impl RemotingServer {
@@ -52,7 +55,9 @@ impl RemotingServer {
             }
         })?;
         let local_addr = listener.local_addr()?;
+        let idle_timeout = IdleTimeout::new(config.idle_timeout);
         Ok(Self {
+            idle_timeout,
             config,
             listener,
             local_addr,
@@ -68,6 +73,18 @@ impl RemotingServer {
 
     pub fn config(&self) -> &ServerConfig {
         &self.config
+    }
+
+    /// The idle timeout of the connections this server accepts: setting it while the server
+    /// runs applies to the connections accepted from then on.
+    pub fn idle_timeout(&self) -> &IdleTimeout {
+        &self.idle_timeout
+    }
+
+    /// Takes the idle timeout of its connections from `idle_timeout` (shared with another
+    /// server, say) instead of its own.
+    pub fn share_idle_timeout(&mut self, idle_timeout: &IdleTimeout) {
+        self.idle_timeout = idle_timeout.clone();
     }
 
     /// Overload counters of this server (SYSTEM_BUSY answers, refused calls, paused reads).
@@ -150,12 +167,14 @@ impl RemotingServer {
             match accepted {
                 Ok((stream, peer)) => match &self.tls {
                     None => {
-                        if let Err(e) = spawn_connection(stream, &ctx) {
+                        let conn_ctx = ctx.accepting(self.idle_timeout.get());
+                        if let Err(e) = spawn_connection(stream, &conn_ctx) {
                             tracing::debug!(peer = %peer, error = %e, "accepted connection unusable");
                         }
                     }
                     Some(tls) => {
-                        let (tls, task_ctx) = (tls.clone(), ctx.clone());
+                        let task_ctx = ctx.accepting(self.idle_timeout.get());
+                        let tls = tls.clone();
                         ctx.connections.spawn(async move {
                             let stop = task_ctx.stop.clone();
                             tokio::select! {

@@ -166,11 +166,6 @@ impl BrokerConfig {
             .then(|| SocketAddr::new(self.bind_address, self.listen_port - FAST_PORT_OFFSET))
     }
 
-    /// The IP slaves reach the HA listener at: `brokerIP2`, else the broker's own address.
-    pub fn ha_advertised_ip(&self) -> IpAddr {
-        self.broker_ip2.unwrap_or_else(|| self.resolve_broker_ip())
-    }
-
     /// The address the main listener binds.
     pub fn listen_addr(&self) -> SocketAddr {
         SocketAddr::new(self.bind_address, self.listen_port)

@@ -164,7 +164,8 @@ macro_rules! broker_config {
 }
 
 broker_config! {
-    /// Name of the cluster the broker belongs to; routes group brokers by it.
+    /// Name of the cluster the broker belongs to; routes group brokers by it. Read at start: it
+    /// names system topics made then (the cluster topic, the POP revive and reply topics).
     broker_cluster_name: String = DEFAULT_CLUSTER_NAME.to_owned() => "brokerClusterName" - Apache Start,
     /// Name of the broker group; routes and message queues carry it.
     broker_name: String = DEFAULT_BROKER_NAME.to_owned() => "brokerName" - Apache Start,
@@ -173,7 +174,8 @@ broker_config! {
     broker_id: i64 = 0 => "brokerId" - Apache Start,
     /// `ASYNC_MASTER` (answers before slaves have a copy), `SYNC_MASTER` (answers once
     /// `inSyncReplicas` brokers hold the message) or `SLAVE` (replicates its master, serves no
-    /// sends).
+    /// sends). Read at start, when the role's replication services are made (Apache changes
+    /// roles only through its controller, not by an update).
     broker_role: BrokerRole = BrokerRole::AsyncMaster => "brokerRole" - Apache Start,
     /// IP the main listener binds (`0.0.0.0`: every interface).
     bind_address: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED) => "bindAddress" - Apache Start,
@@ -203,7 +205,8 @@ broker_config! {
     /// copies.
     in_sync_replicas: u32 = 2 => "inSyncReplicas" count Apache Live,
     /// Brokers of the group, the master included (informational: acks follow
-    /// `inSyncReplicas`).
+    /// `inSyncReplicas`; Apache reads it at start, and per lock request only in its
+    /// `lockInStrictMode`, which Comet does not have).
     total_replicas: u32 = 1 => "totalReplicas" count Apache Start,
     /// A `SYNC_MASTER` send whose copies are still missing after this long answers
     /// FLUSH_SLAVE_TIMEOUT (the message stays stored). A change applies to the sends answered
@@ -212,24 +215,31 @@ broker_config! {
     /// A slave serves pulls (without it, a slave refuses every pull with SYSTEM_BUSY), and a
     /// master tells consumers that fall far behind to pull from a slave.
     slave_read_enable: bool = false => "slaveReadEnable" - Apache Live,
-    /// Name servers to register with, `;`-separated `host:port`.
-    namesrv_addr: Vec<String> = Vec::new() => "namesrvAddr" - Apache Start,
+    /// Name servers to register with, `;`-separated `host:port`. A change registers with the
+    /// new list at once; a name server dropped from it is not told, and expires the broker as it
+    /// would a stopped one.
+    namesrv_addr: Vec<String> = Vec::new() => "namesrvAddr" - Apache Live,
     /// The address clients reach this broker at (routes, message ids). Empty: the bind IP if
-    /// specific, else the first non-loopback IPv4 of the host.
-    broker_ip1: Option<IpAddr> = None => "brokerIP1" - Apache Start,
-    /// The address slaves reach this broker's HA listener at. Empty: as `brokerIP1`.
-    broker_ip2: Option<IpAddr> = None => "brokerIP2" - Apache Start,
+    /// specific, else the first non-loopback IPv4 of the host. A change registers the new
+    /// address at once and then unregisters the old one, so routes follow; message ids and the
+    /// gRPC endpoint's address keep the address the broker started with until it restarts (as
+    /// Apache's message ids do).
+    broker_ip1: Option<IpAddr> = None => "brokerIP1" - Apache Live,
+    /// The address slaves reach this broker's HA listener at. Empty: as `brokerIP1`. A change
+    /// is registered at once; slaves take it from their next registration.
+    broker_ip2: Option<IpAddr> = None => "brokerIP2" - Apache Live,
     /// Root of the store (CommitLog, ConsumeQueue, index, config files); default `$HOME/store`.
     store_path_root_dir: PathBuf = default_store_root() => "storePathRootDir" - Apache Start,
     /// Directory of the CommitLog; empty means `<storePathRootDir>/commitlog`.
     store_path_commit_log: Option<PathBuf> = None => "storePathCommitLog" - Apache Start,
     /// `ASYNC_FLUSH` (answer from the page cache, flush on a timer) or `SYNC_FLUSH` (answer once
-    /// the group commit is on disk).
+    /// the group commit is on disk). Read at start, when the flush service of the type is made.
     flush_disk_type: FlushDiskType = FlushDiskType::AsyncFlush => "flushDiskType" - Apache Start,
     /// Size of one CommitLog segment file.
     mapped_file_size_commit_log: usize =
         comet_store::config::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG => "mappedFileSizeCommitLog" bytes Apache Start,
-    /// Size of one ConsumeQueue file (20 bytes per entry).
+    /// Size of one ConsumeQueue file (20 bytes per entry). Read at start: every queue's files
+    /// are read with it.
     mapped_file_size_consume_queue: usize =
         comet_store::config::DEFAULT_CONSUME_QUEUE_ENTRIES_PER_FILE * comet_store::consume_queue::CQ_STORE_UNIT_SIZE
         => "mappedFileSizeConsumeQueue" bytes Apache Start,
@@ -246,7 +256,7 @@ broker_config! {
     sync_flush_timeout_ms: u64 = 5000 => "syncFlushTimeout" ms Apache Live,
     /// Largest message body (or batch body) accepted.
     max_message_size: usize = comet_protocol::limits::MAX_MESSAGE_SIZE => "maxMessageSize" bytes Apache Live,
-    /// Check every record's CRC when recovering after a crash.
+    /// Check every record's CRC when recovering after a crash (recovery runs only at start).
     check_crc_on_recover: bool = true => "checkCRCOnRecover" - Apache Start,
     /// Keep the IndexFile (lookups by key and by unique id). Turned off while running, new
     /// messages are not indexed and those indexed before are still found; turned on, messages
@@ -254,23 +264,24 @@ broker_config! {
     message_index_enable: bool = true => "messageIndexEnable" - Apache Live,
     /// Every this many bytes read from the CommitLog, unmap the store's file pages behind the
     /// readers from the process, so the resident set does not grow with the data stored; 0
-    /// keeps them mapped as RocketMQ does.
+    /// keeps them mapped as RocketMQ does. Read at start, by the readers' trigger made then.
     mapped_pages_release_bytes: u64 =
         comet_store::page_release::DEFAULT_MAPPED_PAGES_RELEASE_BYTES => "mappedPagesReleaseBytes" bytes Comet Start,
     /// Flushed CommitLog pages more than this many bytes behind the end are dropped from the page
     /// cache, so appends reuse recently freed pages instead of ones the host must back first; 0
-    /// leaves the page cache to the kernel.
+    /// leaves the page cache to the kernel. Read at start, by the thread made then.
     commit_log_page_cache_bytes: u64 =
         comet_store::page_release::DEFAULT_COMMIT_LOG_PAGE_CACHE_BYTES => "commitLogPageCacheBytes" bytes Comet Start,
     /// Bytes after the CommitLog's append position kept prepared: zeroed under `SYNC_FLUSH`, so a
     /// group commit's msync finds its blocks allocated instead of also writing the allocation's
     /// metadata; allocated (`fallocate`) under `ASYNC_FLUSH`, so an append never waits for the
-    /// timed flush's block allocation. 0 leaves segments sparse until written.
+    /// timed flush's block allocation. 0 leaves segments sparse until written. Read at start,
+    /// by the thread made then.
     commit_log_zero_ahead_bytes: u64 =
         comet_store::zero_ahead::DEFAULT_COMMIT_LOG_ZERO_AHEAD_BYTES => "commitLogZeroAheadBytes" bytes Comet Start,
-    /// Hash slots of one IndexFile.
+    /// Hash slots of one IndexFile (read at start, as the index's geometry).
     max_hash_slot_num: usize = 5_000_000 => "maxHashSlotNum" count Apache Start,
-    /// Entries of one IndexFile.
+    /// Entries of one IndexFile (read at start, as the index's geometry).
     max_index_num: usize = 20_000_000 => "maxIndexNum" count Apache Start,
     /// How long CommitLog files are kept before they may be deleted.
     file_reserved_time_hours: u64 = 72 => "fileReservedTime" hours Apache Live,
@@ -294,27 +305,35 @@ broker_config! {
     max_transfer_bytes_on_message_in_disk: usize = 64 * 1024 => "maxTransferBytesOnMessageInDisk" bytes Apache Live,
     /// Most messages one pull returns when reading from disk.
     max_transfer_count_on_message_in_disk: usize = 8 => "maxTransferCountOnMessageInDisk" count Apache Live,
-    /// Delay of each level (1-based), space-separated, units s/m/h/d.
+    /// Delay of each level (1-based), space-separated, units s/m/h/d. Read at start, when the
+    /// delay queues (one per level) and their delivery are set up.
     message_delay_level: String =
         comet_store::config::DEFAULT_MESSAGE_DELAY_LEVEL.to_owned() => "messageDelayLevel" - Apache Start,
     /// Accept timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) and deliver them
-    /// at their time; when off, such sends are refused with SYSTEM_ERROR.
-    timer_wheel_enable: bool = true => "timerWheelEnable" - Apache Start,
+    /// at their time; when off, such sends, and POPs (whose checkpoints are timer messages), are
+    /// refused with SYSTEM_ERROR. Turned off while running, the wheel still delivers what it
+    /// holds; turned on in a broker started without it, the wheel is opened and started then.
+    timer_wheel_enable: bool = true => "timerWheelEnable" - Apache Live,
     /// Width of one timer-wheel slot: timer messages are delivered at most this much after their
     /// time, never before. As in RocketMQ, the value used is the largest of 100, 200, 500 and
-    /// 1000 not above this one.
+    /// 1000 not above this one. Read at start, with the wheel (Apache rounds new timer messages
+    /// with the value in force, but its wheel keeps the slots it started with).
     timer_precision_ms: u64 = 1000 => "timerPrecisionMs" ms Apache Start,
     /// Furthest ahead a timer message may be due; later ones are refused with MESSAGE_ILLEGAL.
     /// A change applies to the next send (messages already parked keep their time).
     timer_max_delay_sec: u64 = 3600 * 24 * 3 => "timerMaxDelaySec" secs Apache Live,
     /// Slots ahead a timer message is parked directly; one due later is parked at the window's
     /// edge and parked again from there (rolled). As in RocketMQ, a value below 2 or above
-    /// 604740 (7 days of slots, less 60) means 604740. The wheel holds 24 bytes per slot.
+    /// 604740 (7 days of slots, less 60) means 604740. The wheel holds 24 bytes per slot. Read
+    /// at start, with the wheel.
     timer_roll_window_slot: u64 = 3600 * 24 * 2 => "timerRollWindowSlot" count Apache Start,
     /// Period of the timer checkpoint: a crash delivers again what was delivered since the last.
-    timer_flush_interval_ms: u64 = 1000 => "timerFlushIntervalMs" ms Apache Start,
+    /// A change counts from the last checkpoint (one already overdue is written at once).
+    timer_flush_interval_ms: u64 = 1000 => "timerFlushIntervalMs" ms Apache Live,
     /// Queues of the POP revive log (`rmq_sys_REVIVE_LOG_<cluster>`); pops spread their
-    /// checkpoints over them in turn.
+    /// checkpoints over them in turn. Read at start, when the queues and one revive task per
+    /// queue are made (Apache's POPs read it per request, so a value raised there sends
+    /// checkpoints to queues nothing revives).
     revive_queue_num: i32 = 8 => "reviveQueueNum" count Apache Start,
     /// Percent of POP requests that read the group's POP retry topic before the topic itself.
     pop_from_retry_probability: i32 = 20 => "popFromRetryProbability" percent Apache Live,
@@ -324,15 +343,16 @@ broker_config! {
     auto_create_topic_enable: bool = true => "autoCreateTopicEnable" - Apache Live,
     /// Groups are created on first use.
     auto_create_subscription_group: bool = true => "autoCreateSubscriptionGroup" - Apache Live,
-    /// Queues of TBW102, and so the most an auto-created topic gets.
+    /// Queues of TBW102, and so the most an auto-created topic gets. Read at start, when TBW102
+    /// is made (as in Apache).
     default_topic_queue_nums: i32 = DEFAULT_TOPIC_QUEUE_NUMS => "defaultTopicQueueNums" count Apache Start,
-    /// The cluster-name topic is readable and writable.
+    /// The cluster-name topic is readable and writable (read at start, when it is made).
     cluster_topic_enable: bool = true => "clusterTopicEnable" - Apache Start,
-    /// The broker-name topic is readable and writable.
+    /// The broker-name topic is readable and writable (read at start, when it is made).
     broker_topic_enable: bool = true => "brokerTopicEnable" - Apache Start,
-    /// Create the message-trace topic.
+    /// Create the message-trace topic (at start).
     trace_topic_enable: bool = false => "traceTopicEnable" - Apache Start,
-    /// Name of the message-trace topic.
+    /// Name of the message-trace topic (read at start, when it is made).
     msg_trace_topic_name: String = comet_protocol::naming::TRACE_TOPIC.to_owned() => "msgTraceTopicName" - Apache Start,
     /// Permission bits (READ 4, WRITE 2, INHERIT 1) ANDed into every topic's at registration;
     /// a change re-registers with the name servers at once.
@@ -349,25 +369,30 @@ broker_config! {
     long_polling_enable: bool = true => "longPollingEnable" - Apache Live,
     /// How long a pull that finds nothing is held when long polling is off.
     short_polling_time_ms: u64 = 1000 => "shortPollingTimeMills" ms Apache Live,
-    /// Period of the registration with the name servers, clamped to 10–60 s.
+    /// Period of the registration with the name servers, clamped to 10–60 s. Read at start,
+    /// when the registration is scheduled (as in Apache).
     register_name_server_period_ms: u64 = 30_000 => "registerNameServerPeriod" ms Apache Start,
     /// Timeout of one registration call (a change applies from the next registration).
     register_broker_timeout_ms: u64 = 24_000 => "registerBrokerTimeoutMills" ms Apache Live,
-    /// Period of the consumer-offset and delay-progress flush.
+    /// Period of the consumer-offset and delay-progress flush. Read at start, when the flush is
+    /// scheduled (as in Apache).
     flush_consumer_offset_interval_ms: u64 = 5000 => "flushConsumerOffsetInterval" ms Apache Start,
     /// Clients silent for this long are dropped.
     channel_expired_timeout_ms: u64 = 120_000 => "channelExpiredTimeout" ms Apache Live,
     /// How long an orderly consumer's queue lock lives without a refresh before another member
     /// of its group may take the queue. Clients refresh their locks every 20 s: a shorter value
-    /// lets a queue change hands between two refreshes of a live consumer.
+    /// lets a queue change hands between two refreshes of a live consumer. Read at start (Apache
+    /// reads the property once).
     rebalance_lock_max_live_time_ms: u64 = 60_000
         => "rocketmq.broker.rebalance.lockMaxLiveTime" ms Property("rocketmq.broker.rebalance.lockMaxLiveTime") Start,
     /// Connections (broker and, under `comet serve`, name server) that send nothing for this long
-    /// are closed; 0 never closes them.
+    /// are closed; 0 never closes them. A change applies to the broker's connections accepted
+    /// from then on, as in Apache; open ones keep the timeout they were accepted with.
     server_channel_max_idle_time_seconds: u64 =
-        comet_remoting::limits::DEFAULT_IDLE_TIMEOUT.as_secs() => "serverChannelMaxIdleTimeSeconds" secs Apache Start,
+        comet_remoting::limits::DEFAULT_IDLE_TIMEOUT.as_secs() => "serverChannelMaxIdleTimeSeconds" secs Apache Live,
     /// Unsent responses of one connection above which it stops reading requests and
-    /// broker-to-client calls are refused.
+    /// broker-to-client calls are refused. Read at start (in Apache, a socket option of the
+    /// listener set when it starts).
     write_buffer_high_water_mark: usize =
         comet_remoting::limits::DEFAULT_WRITE_BUFFER_HIGH_WATER_MARK => "writeBufferHighWaterMark" bytes Apache Start,
     /// The MSG_REGION announced in send responses.
@@ -415,10 +440,11 @@ broker_config! {
     grpc_client_consumer_min_long_polling_timeout_millis: u64 = 5_000 => "grpcClientConsumerMinLongPollingTimeoutMillis" ms Comet Live,
     /// Let UPDATE_AND_CREATE_TOPIC give a topic `message.type=MIXED` (all types on one topic).
     enable_mixed_message_type: bool = false => "enableMixedMessageType" - Apache Live,
-    /// Check every request against `plain_acl.yml` (ACL 1.0).
+    /// Check every request against `plain_acl.yml` (ACL 1.0). Read at start, when the check is
+    /// installed on the listeners.
     acl_enable: bool = false => "aclEnable" - Apache Start,
-    /// The `plain_acl.yml` to use; empty means `$ROCKETMQ_HOME/conf/plain_acl.yml`. Reloaded
-    /// when it changes.
+    /// The `plain_acl.yml` to use; empty means `$ROCKETMQ_HOME/conf/plain_acl.yml`. Its content
+    /// is reloaded when it changes; the path is read at start.
     acl_file: Option<PathBuf> = None => "aclFile" - Property("rocketmq.acl.plain.file") Start,
     /// `disabled`, `permissive` (TLS and plaintext on the listen port) or `enforcing` (TLS only).
     tls_server_mode: comet_remoting::TlsMode = comet_remoting::TlsMode::Disabled => "tlsServerMode" - Property("tls.server.mode") Start,

@@ -5,8 +5,10 @@
 //! update replaces whole. Request handlers read the keys marked *live* in the configuration
 //! table from it on every use (`BrokerContext::live_config`), so a change reaches the next
 //! request, and so do the services that share it (the HA connections, the registration); the
-//! services that keep their own copy of a key are told by the broker right after the swap. Keys
-//! marked *start* are read once when the broker starts and are never changed here.
+//! services that keep their own copy of a key are told by the broker right after the swap, and
+//! the tasks that wait a configured period or keep a registration up to date wait on
+//! [`RuntimeConfig::subscribe`] too, so a change wakes them. Keys marked *start* are read once
+//! when the broker starts and are never changed here.
 //!
 //! An update is all or nothing: every key is checked (black list, known, live, value parses, the
 //! whole configuration still validates) before anything changes; then the changed keys are
@@ -19,6 +21,7 @@ use std::sync::Arc;
 use arc_swap::{ArcSwap, Guard};
 use parking_lot::Mutex;
 use thiserror::Error;
+use tokio::sync::watch;
 
 use super::{Applied, BrokerConfig, ConfigError, persist};
 
@@ -67,6 +70,8 @@ pub struct RuntimeConfig {
     current: ArcSwap<BrokerConfig>,
     /// Held through a whole update: check, write, swap.
     updating: Mutex<()>,
+    /// Marked after each swap, for the tasks waiting on [`RuntimeConfig::subscribe`].
+    changes: watch::Sender<()>,
 }
 
 impl RuntimeConfig {
@@ -75,7 +80,15 @@ impl RuntimeConfig {
         RuntimeConfig {
             current: ArcSwap::new(config),
             updating: Mutex::new(()),
+            changes: watch::Sender::new(()),
         }
+    }
+
+    /// A receiver marked changed after each update put in force from now on: a task waiting a
+    /// period read from the configuration waits on it too, and reads the period again when it
+    /// fires (it fires with an error once the configuration is gone).
+    pub fn subscribe(&self) -> watch::Receiver<()> {
+        self.changes.subscribe()
     }
 
     /// The configuration in force, to keep.
@@ -103,6 +116,9 @@ impl RuntimeConfig {
         }
         let current = Arc::new(candidate);
         self.current.store(Arc::clone(&current));
+        if !keys.is_empty() {
+            self.changes.send_replace(());
+        }
         Ok(ConfigChange {
             previous,
             current,
@@ -249,6 +265,26 @@ mod tests {
             assert_eq!(*config.current(), *before, "{update:?} changed the config");
         }
         assert!(!dir.path().join("config/broker.properties").exists());
+    }
+
+    #[test]
+    fn an_update_put_in_force_wakes_the_subscribers_and_a_refused_one_does_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = runtime(dir.path());
+        let mut changes = config.subscribe();
+        assert!(!changes.has_changed().expect("open"));
+        config
+            .update(&pairs(&[("timerFlushIntervalMs", "5")]))
+            .expect_err("refused: under 10 ms");
+        assert!(!changes.has_changed().expect("open"), "refused, yet woken");
+        config
+            .update(&pairs(&[("timerFlushIntervalMs", "250")]))
+            .expect("accepted");
+        assert!(changes.has_changed().expect("open"));
+        changes.mark_unchanged();
+        assert_eq!(config.read().timer_flush_interval_ms, 250);
+        config.update(&[]).expect("an empty update is accepted");
+        assert!(!changes.has_changed().expect("open"), "nothing changed");
     }
 
     #[test]

@@ -184,7 +184,7 @@ fn check(
             format!("the broker[{ip}] pop message's num is greater than 32"),
         ));
     }
-    if !ctx.config.timer_wheel_enable {
+    if !ctx.timer.is_on(&ctx.live_config()) {
         return Err(Refusal::new(
             ResponseCode::SystemError,
             format!("the broker[{ip}] pop message is forbidden because timerWheelEnable is false"),

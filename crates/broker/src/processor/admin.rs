@@ -114,7 +114,7 @@ impl RequestProcessor for AdminProcessor {
                 }
                 RequestCode::GetBrokerConfig => broker_config::get_config(&ctx),
                 RequestCode::UpdateBrokerConfig => {
-                    answer(broker_config::update_config(&ctx, &request))
+                    answer(broker_config::update_config(&ctx, &request).await)
                 }
                 RequestCode::GetAllDelayOffset => match ctx.schedule.encode() {
                     Ok(text) => success().with_body(text.into_bytes()),

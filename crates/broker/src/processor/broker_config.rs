@@ -16,6 +16,7 @@
 //! keeps the old value). A config file that cannot be written refuses the update with
 //! SYSTEM_ERROR.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use comet_protocol::RemotingCommand;
@@ -25,7 +26,7 @@ use comet_store::LiveStoreSettings;
 
 use crate::config::{BrokerConfig, ConfigChange, UpdateError, parse_pairs};
 use crate::context::BrokerContext;
-use crate::processor::{Answer, reject};
+use crate::processor::{Answer, Rejection, reject};
 
 /// Longest UPDATE_BROKER_CONFIG body accepted.
 const MAX_UPDATE_BODY_BYTES: usize = 64 * 1024;
@@ -48,7 +49,7 @@ pub fn get_config(ctx: &BrokerContext) -> RemotingCommand {
 
 /// UPDATE_BROKER_CONFIG: checks every key of the body, writes them to the config file, then puts
 /// them in force (see the module docs).
-pub fn update_config(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
+pub async fn update_config(ctx: &Arc<BrokerContext>, request: &RemotingCommand) -> Answer {
     let success = RemotingCommand::response(ResponseCode::Success, None);
     let Some(body) = request.body.as_deref() else {
         return Ok(success);
@@ -86,14 +87,18 @@ pub fn update_config(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
         reject(code, e.to_string())
     })?;
     if !change.keys.is_empty() {
-        put_in_force(ctx, &change);
+        put_in_force(ctx, &change).await?;
     }
     Ok(success)
 }
 
 /// Tells the services that keep their own copy of a live key about `change`; the request
-/// handlers read the others from the configuration in force on each use.
-fn put_in_force(ctx: &BrokerContext, change: &ConfigChange) {
+/// handlers read the others from the configuration in force on each use, and the tasks that
+/// wait on the configuration's changes (the timer checkpoint, the registration) are woken by the
+/// swap itself. Fails only when the update sets `timerWheelEnable=true` and the timer wheel could
+/// not be opened (the change stays in force and in the file; timer messages are refused
+/// meanwhile).
+async fn put_in_force(ctx: &Arc<BrokerContext>, change: &ConfigChange) -> Result<(), Rejection> {
     let (before, now) = (&*change.previous, &*change.current);
     tracing::info!(keys = ?change.keys, file = %change.file.display(),
         "broker settings changed while running and written to the config file");
@@ -123,6 +128,27 @@ fn put_in_force(ctx: &BrokerContext, change: &ConfigChange) {
             "brokerPermission changed by a tool"
         );
     }
+    ctx.listener_idle_timeout.set(now.server_idle_timeout());
+    // Turned on (or asked again after a failed opening) in a broker without an open wheel.
+    let asks_for_timers = change
+        .keys
+        .iter()
+        .any(|(key, _)| *key == "timerWheelEnable");
+    if asks_for_timers && now.timer_wheel_enable && ctx.timer.store().is_none() {
+        ctx.timer.turn_on(ctx).await.map_err(|e| {
+            tracing::error!(error = %e, "timerWheelEnable turned on but the timer wheel could not be opened");
+            reject(
+                ResponseCode::SystemError,
+                format!(
+                    "timerWheelEnable=true is in force and written to {}, but the timer wheel \
+                     could not be opened: {e}; timer messages and POPs are refused until it opens \
+                     (at the next start, or when timerWheelEnable=true is sent again)",
+                    change.file.display()
+                ),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// The store's share of `config`.

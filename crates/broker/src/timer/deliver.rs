@@ -5,13 +5,15 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use comet_protocol::body::TopicConfig;
+use comet_protocol::body::perm::PERM_READ_WRITE;
 use comet_protocol::message::MessageExt;
 use comet_protocol::message::properties::keys;
 use comet_protocol::naming::TIMER_TOPIC;
 use comet_protocol::time::now_millis;
-use comet_store::PutMessageStatus;
 use comet_store::consume_queue::CqUnit;
 use comet_store::timer::{DueSlot, Enqueued, TimerRecord, TimerStore};
+use comet_store::{PutMessageStatus, StoreError};
 use tokio::task::JoinHandle;
 
 use super::{
@@ -23,7 +25,7 @@ use crate::context::BrokerContext;
 impl TimerMessageService {
     /// Spawns the enqueue, dequeue and checkpoint tasks; none when timers are off.
     pub fn start(self: &Arc<Self>, ctx: &Arc<BrokerContext>) -> Vec<JoinHandle<()>> {
-        if self.store.is_none() {
+        if self.store.get().is_none() {
             return Vec::new();
         }
         let mut tasks = Vec::new();
@@ -43,14 +45,56 @@ impl TimerMessageService {
                 _ = service.run_dequeue(weak) => {}
             }
         }));
+        tasks.push(self.spawn_checkpoints(ctx));
+        tasks
+    }
+
+    /// Opens the wheel of a broker started without it (`timerWheelEnable` turned on while it
+    /// runs), creates the timer topic and, on a master, starts the tasks; nothing when it is
+    /// open already. Messages sent to the timer topic before are enqueued from where the
+    /// wheel's checkpoint left off.
+    pub async fn turn_on(self: &Arc<Self>, ctx: &Arc<BrokerContext>) -> Result<(), StoreError> {
+        let _one_at_a_time = self.opening.lock().await;
+        if self.store.get().is_some() {
+            return Ok(());
+        }
+        let (root, config) = (self.root.clone(), self.timer_config);
+        let store =
+            tokio::task::spawn_blocking(move || TimerStore::open(&root, config, now_millis()))
+                .await
+                .map_err(|e| StoreError::Config(format!("opening the timer wheel: {e}")))??;
+        let _ = self.store.set(store);
+        ctx.topic_config
+            .ensure_system_topic(TopicConfig::with_queues(TIMER_TOPIC, 1, 1, PERM_READ_WRITE));
+        if !ctx.config.is_slave() {
+            let tasks = self.start(ctx);
+            self.late_tasks.lock().extend(tasks);
+        }
+        tracing::info!(root = %self.root.display(), "timerWheelEnable turned on: timer wheel opened");
+        Ok(())
+    }
+
+    /// Writes the checkpoint every `timerFlushIntervalMs`, read from the configuration in force
+    /// each time the task waits: a change wakes it, and the new period counts from the last
+    /// checkpoint (one already overdue is written at once).
+    fn spawn_checkpoints(self: &Arc<Self>, ctx: &Arc<BrokerContext>) -> JoinHandle<()> {
         let shutdown = ctx.shutdown.clone();
+        let runtime = Arc::clone(&ctx.runtime);
         let service = Arc::clone(self);
-        tasks.push(tokio::spawn(async move {
-            let period = service.flush_interval;
+        tokio::spawn(async move {
+            let mut changes = runtime.subscribe();
+            let mut last = tokio::time::Instant::now();
             loop {
+                let period = Duration::from_millis(runtime.read().timer_flush_interval_ms);
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(period) => {}
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    _ = tokio::time::sleep_until(last + period) => {}
                 }
                 let service = Arc::clone(&service);
                 match tokio::task::spawn_blocking(move || service.checkpoint()).await {
@@ -58,9 +102,9 @@ impl TimerMessageService {
                     Ok(Err(e)) => tracing::error!(error = %e, "timer checkpoint failed"),
                     Err(e) => tracing::error!(error = %e, "timer checkpoint task failed"),
                 }
+                last = tokio::time::Instant::now();
             }
-        }));
-        tasks
+        })
     }
 
     async fn run_enqueue(&self, ctx: Weak<BrokerContext>) {
@@ -75,7 +119,7 @@ impl TimerMessageService {
     /// Enqueues every message of the timer topic not enqueued yet; returns how long to wait
     /// before looking again.
     pub async fn enqueue_available(&self, ctx: &BrokerContext) -> Duration {
-        let Some(store) = &self.store else {
+        let Some(store) = self.store.get() else {
             return ENQUEUE_POLL;
         };
         let Some(queue) = ctx.store.consume_queues().find(TIMER_TOPIC, 0) else {
@@ -173,7 +217,7 @@ impl TimerMessageService {
         ctx: &BrokerContext,
         pending: &mut Option<(DueSlot, usize)>,
     ) -> Duration {
-        let Some(store) = &self.store else {
+        let Some(store) = self.store.get() else {
             return DEQUEUE_POLL;
         };
         loop {

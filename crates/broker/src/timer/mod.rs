@@ -12,13 +12,15 @@
 //!   deliveries; a roll record puts its message back into the timer topic with
 //!   TIMER_ROLL_TIMES incremented, to be parked again nearer its time.
 //!
-//! A third task writes the timer checkpoint every `timerFlushIntervalMs`; a crash re-delivers
-//! what was delivered since (at-least-once). Only a master runs the tasks.
+//! A third task writes the timer checkpoint every `timerFlushIntervalMs` (read from the
+//! configuration in force each time it waits); a crash re-delivers what was delivered since
+//! (at-least-once). Only a master runs the tasks.
 
 mod deliver;
 pub mod transform;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use comet_protocol::message::MessageExt;
@@ -27,6 +29,8 @@ use comet_protocol::naming::TIMER_TOPIC;
 use comet_protocol::time::now_millis;
 use comet_store::timer::{TimerConfig, TimerStats, TimerStore};
 use comet_store::{PutMessageStatus, StoreError};
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
 
 use crate::config::BrokerConfig;
 use crate::schedule::{reput_copy, restore_real_topic};
@@ -96,45 +100,65 @@ pub fn effective_roll_window(configured: u64) -> i64 {
     }
 }
 
-/// The timer wheel of a broker (see the module docs); without a store when timers are off.
+/// The timer wheel of a broker (see the module docs); without a store while timers have been
+/// off since the broker started.
+///
+/// `timerWheelEnable` is read from the configuration in force by every put
+/// ([`TimerMessageService::transform`]) and every POP ([`TimerMessageService::is_on`]), as Apache
+/// reads it on each use: turned off, timer messages and POPs are refused while the wheel keeps
+/// delivering what it holds; turned on in a broker started without it, the broker opens the
+/// wheel and starts its tasks ([`TimerMessageService::turn_on`]). The wheel's geometry
+/// (`timerPrecisionMs`, `timerRollWindowSlot`) is read at start.
 #[derive(Debug)]
 pub struct TimerMessageService {
-    /// The rules of the keys read at start; the maximum delay is taken from the configuration in
-    /// force at each send ([`TimerMessageService::transform`]).
-    rules: TimerRules,
-    store: Option<TimerStore>,
-    flush_interval: Duration,
+    /// `timerPrecisionMs` as applied, read at start: the width of the wheel's slots.
+    precision_ms: i64,
+    /// The wheel's geometry, read at start (also for a wheel opened later).
+    timer_config: TimerConfig,
+    /// The store root the wheel lives under.
+    root: PathBuf,
+    /// The wheel: opened at start with `timerWheelEnable`, or when it is turned on later.
+    store: OnceLock<TimerStore>,
+    /// Serialises opening the wheel while the broker runs.
+    opening: tokio::sync::Mutex<()>,
+    /// The tasks of a wheel opened while the broker runs (the broker's shutdown awaits them; the
+    /// ones started with the broker are its own).
+    late_tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl TimerMessageService {
     /// Opens the timer store under `root` when `timerWheelEnable` is on.
     pub fn open(root: &Path, config: &BrokerConfig) -> Result<Self, StoreError> {
         let precision_ms = effective_precision_ms(config.timer_precision_ms);
-        let rules = TimerRules {
-            enabled: config.timer_wheel_enable,
+        let timer_config = TimerConfig {
             precision_ms,
-            max_delay_sec: max_delay_sec(config),
+            roll_window_slots: effective_roll_window(config.timer_roll_window_slot),
         };
-        let store = if config.timer_wheel_enable {
-            let timer_config = TimerConfig {
-                precision_ms,
-                roll_window_slots: effective_roll_window(config.timer_roll_window_slot),
-            };
-            Some(TimerStore::open(root, timer_config, now_millis())?)
-        } else {
-            None
-        };
+        let store = OnceLock::new();
+        if config.timer_wheel_enable {
+            let _ = store.set(TimerStore::open(root, timer_config, now_millis())?);
+        }
         Ok(TimerMessageService {
-            rules,
+            precision_ms,
+            timer_config,
+            root: root.to_path_buf(),
             store,
-            flush_interval: Duration::from_millis(config.timer_flush_interval_ms),
+            opening: tokio::sync::Mutex::new(()),
+            late_tasks: Mutex::new(Vec::new()),
         })
     }
 
-    /// The send-side rewrite ([`transform::transform`]) with this broker's rules, the maximum
-    /// delay (`timerMaxDelaySec`) taken from `live`, the configuration in force. `Ok(true)`
-    /// when the message now goes to the timer topic. `now_ms` is read only for a message that
-    /// asks for a delivery time: most sends skip the clock.
+    /// Whether timer messages (and POPs, whose checkpoints are timer messages) are taken under
+    /// `live`, the configuration in force: `timerWheelEnable` is on and the wheel is open.
+    pub fn is_on(&self, live: &BrokerConfig) -> bool {
+        live.timer_wheel_enable && self.store.get().is_some()
+    }
+
+    /// The send-side rewrite ([`transform::transform`]) with this broker's rules, whether timers
+    /// are on ([`TimerMessageService::is_on`]) and the maximum delay (`timerMaxDelaySec`) taken
+    /// from `live`, the configuration in force. `Ok(true)` when the message now goes to the
+    /// timer topic. `now_ms` is read only for a message that asks for a delivery time: most
+    /// sends skip the clock.
     pub fn transform(
         &self,
         msg: &mut MessageExt,
@@ -142,25 +166,31 @@ impl TimerMessageService {
         now_ms: impl FnOnce() -> i64,
     ) -> Result<bool, PutMessageStatus> {
         let rules = TimerRules {
+            enabled: self.is_on(live),
+            precision_ms: self.precision_ms,
             max_delay_sec: max_delay_sec(live),
-            ..self.rules
         };
         transform::transform(msg, &rules, now_ms)
     }
 
-    /// The timer store, when timers are on.
-    pub fn store(&self) -> Option<&TimerStore> {
-        self.store.as_ref()
+    /// The tasks of a wheel opened while the broker runs, for the broker's shutdown to await.
+    pub fn take_late_tasks(&self) -> Vec<JoinHandle<()>> {
+        std::mem::take(&mut *self.late_tasks.lock())
     }
 
-    /// The store's figures, when timers are on.
+    /// The timer store, when the wheel is open.
+    pub fn store(&self) -> Option<&TimerStore> {
+        self.store.get()
+    }
+
+    /// The store's figures, when the wheel is open.
     pub fn stats(&self) -> Option<TimerStats> {
-        self.store.as_ref().map(TimerStore::stats)
+        self.store.get().map(TimerStore::stats)
     }
 
     /// Writes the timer checkpoint (blocking file I/O).
     pub fn checkpoint(&self) -> Result<(), StoreError> {
-        match &self.store {
+        match self.store.get() {
             Some(store) => store.checkpoint().map(|_| ()),
             None => Ok(()),
         }
@@ -276,6 +306,36 @@ mod tests {
     fn the_refusal_remark_names_the_maximum() {
         let config = BrokerConfig::default();
         assert!(illegal_remark(&config).contains("max delay 259200000ms"));
+    }
+
+    #[test]
+    fn timer_wheel_enable_is_the_one_in_force_and_needs_an_open_wheel() {
+        let ask = || {
+            let mut msg = MessageExt::new("T", bytes::Bytes::from_static(b"x"));
+            msg.properties.insert(keys::TIMER_DELAY_SEC, "30");
+            msg
+        };
+        let now = || 1_700_000_000_000;
+        let on = BrokerConfig::default();
+        let off = BrokerConfig {
+            timer_wheel_enable: false,
+            ..on.clone()
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let open = TimerMessageService::open(dir.path(), &on).expect("timer opens");
+        assert!(open.is_on(&on) && !open.is_on(&off));
+        assert_eq!(open.transform(&mut ask(), &on, now), Ok(true));
+        assert_eq!(
+            open.transform(&mut ask(), &off, now),
+            Err(PutMessageStatus::WheelTimerNotEnable)
+        );
+        // Started off: turned on in the configuration, but no wheel is open yet.
+        let closed = TimerMessageService::open(dir.path(), &off).expect("nothing to open");
+        assert!(closed.store().is_none() && !closed.is_on(&on));
+        assert_eq!(
+            closed.transform(&mut ask(), &on, now),
+            Err(PutMessageStatus::WheelTimerNotEnable)
+        );
     }
 
     #[test]

@@ -111,6 +111,15 @@ pub(crate) struct ConnectionContext {
     pub close_all: CancellationToken,
 }
 
+impl ConnectionContext {
+    /// This context for a connection accepted now, with the idle timeout in force.
+    pub fn accepting(&self, idle_timeout: Option<Duration>) -> ConnectionContext {
+        let mut ctx = self.clone();
+        ctx.options.idle_timeout = idle_timeout;
+        ctx
+    }
+}
+
 /// Wraps an established stream in a [`Channel`] and spawns its reader and writer.
 pub(crate) fn spawn_connection(
     stream: TcpStream,
