@@ -50,16 +50,29 @@ pub async fn output(mut command: Command) -> Output {
         .expect("blocking task")
 }
 
-/// A child process killed (SIGKILL) and reaped when dropped, unless it already ended: a test
-/// that fails half-way leaves nothing running.
+/// A child process stopped and reaped when dropped, unless it already ended: a test that fails
+/// half-way leaves nothing running. The child gets SIGTERM first and [`KILL_ON_DROP_GRACE`] to
+/// end (`comet cluster` stops the processes it supervises then), SIGKILL after that.
 pub struct KillOnDrop(pub Child);
+
+/// How long a [`KillOnDrop`] child has after SIGTERM before SIGKILL.
+pub const KILL_ON_DROP_GRACE: Duration = Duration::from_secs(30);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
         }
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            // SAFETY: kill(2) of the child this guard owns and has not reaped.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let until = std::time::Instant::now() + KILL_ON_DROP_GRACE;
+            while matches!(self.0.try_wait(), Ok(None)) && std::time::Instant::now() < until {
+                std::thread::sleep(crate::wait::POLL);
+            }
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
