@@ -4,10 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Free disk is printed at each stage: a CI machine once ran out of it mid-build.
-disk_free() { echo "   (disk free: $(df -h . | awk 'NR==2 {print $4}'))"; }
+# Free disk is printed at each stage: a CI machine once ran out of it mid-build. So is the time
+# the previous stage took (README's "Tests" section keeps typical figures).
+stage_start=$SECONDS
+disk_free() {
+    echo "   (took $((SECONDS - stage_start)) s; disk free: $(df -h . | awk 'NR==2 {print $4}'))"
+    stage_start=$SECONDS
+}
 
-echo "== cargo test (unit, property, end-to-end) =="
+echo "== cargo test (unit, property, end-to-end): the whole suite; scripts/test-fast.sh is the fast tier =="
 cargo test --workspace --locked
 
 disk_free
@@ -59,3 +64,4 @@ if [ -x interop/tests.sh ]; then
     echo "== interop tests against real RocketMQ peers =="
     interop/tests.sh
 fi
+disk_free

@@ -6,7 +6,6 @@
 //! All requests come from 127.0.0.1, so only the `trusted` account white-lists that address.
 //! Nothing sleeps to synchronize: asynchronous effects are polled with a deadline.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,11 +13,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use comet_acl::{AclClientRpcHook, SessionCredentials};
-use comet_broker::{BrokerConfig, BrokerController, BrokerHandle};
 use comet_client::consumer::lite::{DefaultLitePullConsumer, LitePullConsumerConfig};
 use comet_client::producer::{DefaultMQProducer, ProducerConfig};
 use comet_client::{ClientConfig, Message, SendStatus};
-use comet_namesrv::{NameServer, NameServerHandle, NamesrvConfig};
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{ConsumerData, HeartbeatData, SubscriptionData};
 use comet_protocol::code::{RequestCode, ResponseCode};
@@ -28,13 +25,9 @@ use comet_protocol::headers::{
     pull_sys_flag, request_with_header,
 };
 use comet_remoting::{RemotingClient, RpcHook};
-use tempfile::TempDir;
+use comet_testkit::{TestBroker, WAIT_DEADLINE, test_config, wait_until};
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
-/// Hang guard for asynchronous effects: only a failing test waits this long, so it is generous
-/// enough for a loaded 2-core CI box.
-const WAIT_DEADLINE: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(50);
 const NO_PERMISSION: i32 = 16;
 
 const ACL_FILE: &str = r#"
@@ -73,61 +66,35 @@ fn admin() -> SessionCredentials {
 }
 
 struct AclCluster {
-    namesrv: Option<NameServerHandle>,
-    broker: Option<BrokerHandle>,
+    cluster: TestBroker,
     acl_path: PathBuf,
-    _dir: TempDir,
 }
 
 impl AclCluster {
     async fn start() -> AclCluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let acl_path = dir.path().join("plain_acl.yml");
-        std::fs::write(&acl_path, ACL_FILE).expect("write ACL file");
-        let namesrv = NameServer::start(NamesrvConfig::new(
-            "127.0.0.1:0",
-            dir.path().join("namesrv"),
-        ))
-        .await
-        .expect("name server starts");
-        let config = BrokerConfig {
-            bind_address: "127.0.0.1".parse().expect("literal IP"),
-            listen_port: 0,
-            store_path_root_dir: dir.path().join("store"),
-            mapped_file_size_commit_log: 1024 * 1024,
-            mapped_file_size_consume_queue: 1000 * 20,
-            max_hash_slot_num: 1000,
-            max_index_num: 4000,
-            flush_interval_commit_log_ms: 50,
-            flush_interval_consume_queue_ms: 100,
-            namesrv_addr: vec![namesrv.local_addr().to_string()],
-            acl_enable: true,
-            acl_file: Some(acl_path.clone()),
-            ..BrokerConfig::default()
-        };
-        let broker = BrokerController::start(config)
-            .await
-            .expect("broker starts");
+        let cluster = TestBroker::launch(
+            test_config,
+            |_, _| {},
+            |config, dir| {
+                let acl_path = dir.join("plain_acl.yml");
+                std::fs::write(&acl_path, ACL_FILE).expect("write ACL file");
+                config.acl_enable = true;
+                config.acl_file = Some(acl_path);
+            },
+        )
+        .await;
         AclCluster {
-            namesrv: Some(namesrv),
-            broker: Some(broker),
-            acl_path,
-            _dir: dir,
+            acl_path: cluster.dir.path().join("plain_acl.yml"),
+            cluster,
         }
     }
 
     fn broker_addr(&self) -> String {
-        self.broker
-            .as_ref()
-            .map(|b| b.local_addr().to_string())
-            .expect("broker running")
+        self.cluster.broker_addr()
     }
 
     fn namesrv_addr(&self) -> String {
-        self.namesrv
-            .as_ref()
-            .map(|n| n.local_addr().to_string())
-            .expect("name server running")
+        self.cluster.namesrv_addr()
     }
 
     /// Sends `request` signed with `credentials` (unsigned with `None`).
@@ -146,13 +113,8 @@ impl AclCluster {
             .expect("broker answers")
     }
 
-    async fn shutdown(mut self) {
-        if let Some(broker) = self.broker.take() {
-            broker.shutdown().await.expect("broker shuts down");
-        }
-        if let Some(namesrv) = self.namesrv.take() {
-            namesrv.shutdown().await;
-        }
+    async fn shutdown(self) {
+        self.cluster.shutdown().await;
     }
 }
 
@@ -281,24 +243,6 @@ fn assert_allowed(rsp: &RemotingCommand) {
         "unexpected refusal: {:?}",
         rsp.remark
     );
-}
-
-/// Polls `condition` until it holds or the deadline passes.
-async fn wait_until<F, Fut>(mut condition: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT_DEADLINE;
-    loop {
-        if condition().await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(POLL).await;
-    }
 }
 
 /// Signs like the Java hook but with a wrong secret.

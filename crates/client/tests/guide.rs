@@ -65,8 +65,6 @@ mod trace;
 #[path = "../examples/transaction.rs"]
 mod transaction;
 
-mod push_common;
-
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -76,7 +74,7 @@ use comet_client::producer::{DefaultMQProducer, ProducerConfig};
 use comet_client::{
     ClientConfig, LocalTransactionState, Message, SendResult, SendStatus, SessionCredentials,
 };
-use push_common::{Cluster, wait_until};
+use comet_testkit::client::{Cluster, wait_until};
 
 /// Queues of the topics the tests create.
 const QUEUES: i32 = 4;

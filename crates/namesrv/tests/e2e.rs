@@ -40,14 +40,9 @@ async fn guard<T>(what: &str, fut: impl Future<Output = T>) -> T {
     }
 }
 
-/// Polls `cond` until it holds; the guard turns a never-true condition into a failure.
-async fn eventually(what: &str, cond: impl Fn() -> bool) {
-    guard(what, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
+/// Polls a condition of the name server's state (no future to await) until it holds.
+async fn reached(what: &str, cond: impl Fn() -> bool) {
+    comet_testkit::eventually(what, || std::future::ready(cond())).await;
 }
 
 async fn start(dir: &Path) -> (NameServerHandle, String) {
@@ -357,7 +352,7 @@ async fn closing_the_broker_connection_removes_the_broker() {
 
     broker.close_channel(&addr);
     let route = Arc::clone(ns.route_info());
-    eventually("broker-a removed", || {
+    reached("broker-a removed", || {
         !route.is_broker_live(CLUSTER, BROKER_ADDR)
     })
     .await;
@@ -397,9 +392,9 @@ async fn silent_brokers_expire_through_the_scanner() {
     assert_eq!(route.live_broker_count(), 1);
     // Past the default 120 s expiry (the exact boundary is covered by the unit tests).
     clock.advance(120_001);
-    eventually("broker expired", || route.live_broker_count() == 0).await;
+    reached("broker expired", || route.live_broker_count() == 0).await;
     // The expired broker's connection is closed by the name server, as RocketMQ does.
-    eventually("broker connection closed", || {
+    reached("broker connection closed", || {
         broker.channel(&addr).is_none()
     })
     .await;

@@ -6,7 +6,7 @@ use comet_grpc_proto::v2;
 use comet_grpc_proto::v2::messaging_service_client::MessagingServiceClient;
 use tonic::transport::Channel;
 
-use crate::TestBroker;
+use crate::cluster::TestBroker;
 
 /// Largest answer the test client accepts (bodies over tonic's 4 MiB default are tested).
 pub const MAX_DECODING_BYTES: usize = 64 * 1024 * 1024;

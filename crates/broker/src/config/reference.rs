@@ -135,7 +135,7 @@ mod tests {
         assert!(
             page.contains(&markdown()),
             "docs/configuration.md differs from the broker's configuration table; regenerate it \
-             with UPDATE_CONFIG_REFERENCE=1 cargo test -p comet --test configuration_reference"
+             with UPDATE_CONFIG_REFERENCE=1 cargo test -p comet --test it configuration_reference"
         );
     }
 
