@@ -466,14 +466,18 @@ fn write_cluster_file(dir: &Path, members: &[Member], console: Option<&Console>)
         })),
     });
     let path = dir.join(CLUSTER_FILE);
+    // Written beside it and renamed over it: a reader sees the old file or the whole new one,
+    // never a half-written one.
+    let partial = dir.join(format!("{CLUSTER_FILE}.partial"));
     let text = serde_json::to_string_pretty(&doc)?;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let written = options.open(&path).and_then(|mut f| {
+    let written = options.open(&partial).and_then(|mut f| {
         std::io::Write::write_all(&mut f, text.as_bytes())?;
         // A file left from an earlier run keeps its mode at open: set it here.
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        std::fs::set_permissions(&partial, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        std::fs::rename(&partial, &path)
     });
     written.with_context(|| format!("writing {}", path.display()))
 }

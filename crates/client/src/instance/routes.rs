@@ -20,15 +20,18 @@ impl MQClientInstance {
     /// the new publish info and subscribe set to every producer and consumer. `Ok(false)` when
     /// the name server does not know the topic or nothing changed.
     pub async fn update_topic_route_info_from_name_server(&self, topic: &str) -> Result<bool> {
+        Ok(self.refresh_topic_route(topic).await?.unwrap_or(false))
+    }
+
+    /// [`Self::update_topic_route_info_from_name_server`], telling an unknown topic (`None`)
+    /// from a known one (`Some(changed)`).
+    pub async fn refresh_topic_route(&self, topic: &str) -> Result<Option<bool>> {
         let _guard = self.route_lock.lock().await;
         let route = self
             .api
             .get_topic_route_info_from_name_server(topic, self.config.mq_client_api_timeout)
             .await?;
-        match route {
-            Some(route) => Ok(self.apply_route(topic, route)),
-            None => Ok(false),
-        }
+        Ok(route.map(|route| self.apply_route(topic, route)))
     }
 
     /// The auto-creation path for a topic the name server does not know: installs as the route of

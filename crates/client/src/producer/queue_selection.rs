@@ -25,19 +25,21 @@ impl ProducerInner {
             .entry(topic.to_string())
             .or_insert_with(|| Arc::new(placeholder(topic)));
         let mut unreachable = None;
-        if let Err(e) = instance
-            .update_topic_route_info_from_name_server(topic)
-            .await
-        {
-            tracing::debug!(topic, error = %e, "route lookup failed");
-            unreachable = e.is_remoting().then(|| e.to_string());
+        let mut known = false;
+        match instance.refresh_topic_route(topic).await {
+            Ok(lookup) => known = lookup.is_some(),
+            Err(e) => {
+                tracing::debug!(topic, error = %e, "route lookup failed");
+                unreachable = e.is_remoting().then(|| e.to_string());
+            }
         }
         if let Some(info) = self.cached_publish_info(topic) {
             return Ok(info);
         }
         // Known to the name servers, yet without a writable queue: auto-creation would not
-        // help (the broker keeps the topic's own permission).
-        if unreachable.is_none() && instance.topic_route(topic).is_some() {
+        // help (the broker keeps the topic's own permission). A route the client instance holds
+        // from the auto-creation template does not count: the name servers do not know it.
+        if known {
             return Err(self.no_route(topic, NoRouteReason::NotWritable));
         }
         if let Err(e) = instance
