@@ -476,7 +476,10 @@ fn write_cluster_file(dir: &Path, members: &[Member], console: Option<&Console>)
     let written = options.open(&partial).and_then(|mut f| {
         std::io::Write::write_all(&mut f, text.as_bytes())?;
         // A file left from an earlier run keeps its mode at open: set it here.
-        std::fs::set_permissions(&partial, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        std::fs::set_permissions(
+            &partial,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )?;
         std::fs::rename(&partial, &path)
     });
     written.with_context(|| format!("writing {}", path.display()))
