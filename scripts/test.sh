@@ -46,6 +46,11 @@ fi
 rm -rf "$SMOKE_DIR"
 
 disk_free
+echo "== bench/scale.sh smoke: the smallest point of its curves, against comet serve =="
+# Prints its table; fails when a point cannot be measured (the scripts must not rot).
+COMET_BIN="$COMET_BIN" bench/scale.sh --brokers comet --points 100 --no-write
+
+disk_free
 echo "== netns fault suite, quick: two replicated broker groups under kill -9, a cut link, a paused master =="
 # Needs root and ip netns; says so and passes where they are missing.
 crates/reliability/netns/run.sh --quick

@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use comet_protocol::body::{
-    DataVersion, SubscriptionGroupConfig, TopicConfig, TopicConfigSerializeWrapper, from_fastjson,
-};
+use comet_protocol::body::{DataVersion, SubscriptionGroupConfig, from_fastjson};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use comet_config_file::{ConfigData, ConfigFile, ConfigFileError, DirtyFlag, to_fastjson_pretty};
+
+pub use crate::topic_table::{TopicConfigTable, TopicsDocument};
 
 /// Directory under the store root holding the config files.
 pub const CONFIG_DIR: &str = "config";
@@ -40,173 +40,6 @@ pub fn config_path(store_root: &Path, file: &str) -> PathBuf {
 
 fn decode_fastjson<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ConfigFileError> {
     from_fastjson(text.as_bytes()).map_err(ConfigFileError::json)
-}
-
-// ---------------------------------------------------------------------------------------------
-// topics.json
-
-/// Content of `topics.json`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TopicsDocument {
-    #[serde(default)]
-    pub data_version: DataVersion,
-    #[serde(default)]
-    pub topic_config_table: BTreeMap<String, TopicConfig>,
-}
-
-impl ConfigData for TopicsDocument {
-    fn encode(&self) -> Result<String, ConfigFileError> {
-        to_fastjson_pretty(self)
-    }
-
-    fn decode(text: &str) -> Result<Self, ConfigFileError> {
-        decode_fastjson(text)
-    }
-}
-
-/// The broker's topic table (`topics.json`).
-#[derive(Debug)]
-pub struct TopicConfigTable {
-    file: ConfigFile<TopicsDocument>,
-    doc: RwLock<TopicsDocument>,
-}
-
-impl TopicConfigTable {
-    /// Loads the table from `path` (with `.bak` fallback); empty on first start.
-    pub fn open(path: &Path) -> Result<Self, ConfigFileError> {
-        let file = ConfigFile::new(path);
-        let doc = file.load()?.unwrap_or_default();
-        Ok(TopicConfigTable {
-            file,
-            doc: RwLock::new(doc),
-        })
-    }
-
-    /// The topic's configuration.
-    pub fn get(&self, topic: &str) -> Option<TopicConfig> {
-        self.doc.read().topic_config_table.get(topic).cloned()
-    }
-
-    pub fn contains(&self, topic: &str) -> bool {
-        self.doc.read().topic_config_table.contains_key(topic)
-    }
-
-    /// Creates or replaces a topic (keyed by its `topic_name`) and bumps the data version;
-    /// returns the previous configuration.
-    pub fn put(&self, config: TopicConfig) -> Option<TopicConfig> {
-        let mut doc = self.doc.write();
-        let previous = doc
-            .topic_config_table
-            .insert(config.topic_name.clone(), config);
-        doc.data_version.next_version();
-        previous
-    }
-
-    /// Creates the topic with `make()` if it does not exist; returns the (existing or new)
-    /// configuration and whether it was created.
-    pub fn get_or_create(
-        &self,
-        topic: &str,
-        make: impl FnOnce() -> TopicConfig,
-    ) -> (TopicConfig, bool) {
-        if let Some(existing) = self.get(topic) {
-            return (existing, false);
-        }
-        let mut doc = self.doc.write();
-        if let Some(existing) = doc.topic_config_table.get(topic) {
-            return (existing.clone(), false);
-        }
-        let mut config = make();
-        config.topic_name = topic.to_owned();
-        doc.topic_config_table
-            .insert(topic.to_owned(), config.clone());
-        doc.data_version.next_version();
-        (config, true)
-    }
-
-    /// Makes the table a copy of `master`'s: its topics (attributes included) and its data
-    /// version. Returns whether anything changed.
-    pub fn mirror(&self, master: TopicsDocument) -> bool {
-        let mut doc = self.doc.write();
-        if *doc == master {
-            return false;
-        }
-        *doc = master;
-        true
-    }
-
-    /// Bumps the data version without changing a topic.
-    pub fn touch(&self) {
-        self.doc.write().data_version.next_version();
-    }
-
-    /// Deletes a topic and bumps the data version.
-    pub fn remove(&self, topic: &str) -> Option<TopicConfig> {
-        let mut doc = self.doc.write();
-        let removed = doc.topic_config_table.remove(topic);
-        if removed.is_some() {
-            doc.data_version.next_version();
-        }
-        removed
-    }
-
-    /// Every topic, sorted by name.
-    pub fn topics(&self) -> Vec<TopicConfig> {
-        self.doc
-            .read()
-            .topic_config_table
-            .values()
-            .cloned()
-            .collect()
-    }
-
-    /// Every topic name, sorted.
-    pub fn names(&self) -> Vec<String> {
-        self.doc.read().topic_config_table.keys().cloned().collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.doc.read().topic_config_table.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.doc.read().topic_config_table.is_empty()
-    }
-
-    /// Current data version (sent with broker registration).
-    pub fn data_version(&self) -> DataVersion {
-        self.doc.read().data_version.clone()
-    }
-
-    /// A copy of the whole document.
-    pub fn snapshot(&self) -> TopicsDocument {
-        self.doc.read().clone()
-    }
-
-    /// The table in the form REGISTER_BROKER carries.
-    pub fn to_wrapper(&self) -> TopicConfigSerializeWrapper {
-        let doc = self.doc.read();
-        TopicConfigSerializeWrapper {
-            topic_config_table: doc
-                .topic_config_table
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            data_version: doc.data_version.clone(),
-            ..TopicConfigSerializeWrapper::default()
-        }
-    }
-
-    /// Writes `topics.json` atomically.
-    pub fn persist(&self) -> Result<(), ConfigFileError> {
-        self.file.persist_snapshot(|| self.doc.read().encode())
-    }
-
-    /// Path of the file.
-    pub fn path(&self) -> &Path {
-        self.file.path()
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -389,8 +389,8 @@ async fn shutdown_store(store: &Arc<MessageStore>) {
     }
 }
 
-/// Writes consumer offsets, delay progress and FIFO POP batches (when changed) every
-/// `flushConsumerOffsetInterval`.
+/// Writes consumer offsets, delay progress and FIFO POP batches (when changed), and
+/// `topics.json` whole when topic changes were journaled, every `flushConsumerOffsetInterval`.
 fn spawn_persist_task(ctx: &Arc<BrokerContext>) -> JoinHandle<()> {
     let weak = Arc::downgrade(ctx);
     let shutdown = ctx.shutdown.clone();
@@ -439,12 +439,18 @@ async fn persist_tables(ctx: &Arc<BrokerContext>, all: bool) {
         if let Err(e) = fifo {
             errors.push(format!("{}: {e}", crate::pop::fifo::FIFO_BOOK_FILE));
         }
+        // Topic changes are in the journal beside topics.json; the file is written whole here.
+        let topics = if all {
+            ctx.topic_config.persist()
+        } else {
+            ctx.topic_config.persist_if_journaled().map(|_| ())
+        };
+        if let Err(e) = topics {
+            errors.push(format!("topics.json: {e}"));
+        }
         if all {
             if let Err(e) = ctx.timer.checkpoint() {
                 errors.push(format!("timer checkpoint: {e}"));
-            }
-            if let Err(e) = ctx.topic_config.persist() {
-                errors.push(format!("topics.json: {e}"));
             }
             if let Err(e) = ctx.subscription_groups.persist() {
                 errors.push(format!("subscriptionGroup.json: {e}"));

@@ -48,6 +48,8 @@ pub(crate) mod schedule;
 pub(crate) mod subscription_group;
 pub(crate) mod timer;
 pub(crate) mod topic_config;
+pub(crate) mod topic_journal;
+pub(crate) mod topic_table;
 
 pub use config::{BrokerConfig, ConfigError, ParsedConfig};
 pub use context::BrokerContext;

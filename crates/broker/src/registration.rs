@@ -1,6 +1,8 @@
 //! The broker's registration with the name servers: once at start, every
 //! `registerNameServerPeriod` (read at start, as Apache schedules it), right after a topic
-//! change, and right after an update of `namesrvAddr`, `brokerIP1` or `brokerIP2`.
+//! change, and right after an update of `namesrvAddr`, `brokerIP1` or `brokerIP2`. A round
+//! after topics were created or updated carries only those topics; the others carry the whole
+//! table.
 //!
 //! Apache reads the name servers (`namesrvAddr`, re-read by its periodic name-server update) and
 //! the announced addresses (`brokerIP1`, `brokerIP2`, read by every registration) from its
@@ -45,9 +47,16 @@ impl Registration {
             || self.last.lock().as_ref() != Some(&ctx.identity())
     }
 
-    /// One round (see the module docs), each call bounded by the `registerBrokerTimeoutMills`
-    /// in force; a slave learns its master from the answers.
+    /// One round carrying the whole topic table (see [`Registration::register_round`]).
     pub async fn register_once(&self, ctx: &BrokerContext) -> RegisterReport {
+        self.register_round(ctx, true).await
+    }
+
+    /// One round (see the module docs), each call bounded by the `registerBrokerTimeoutMills`
+    /// in force; a slave learns its master from the answers. With `whole` false it carries
+    /// only the topics changed since the last round (when only topics were created or updated):
+    /// RocketMQ's incremental registration, whose cost does not grow with the table.
+    async fn register_round(&self, ctx: &BrokerContext, whole: bool) -> RegisterReport {
         let (namesrv, timeout) = {
             let live = ctx.live_config();
             (live.namesrv_addr.clone(), live.register_broker_timeout())
@@ -62,16 +71,17 @@ impl Registration {
         }
         let identity = ctx.identity();
         let previous = self.last.lock().replace(identity.clone());
+        let topics = ctx
+            .topic_config
+            .registration_table(ctx.broker_permission(), whole);
         let report = ctx
             .outer_api
-            .register_broker_all(
-                &identity,
-                ctx.topic_config
-                    .to_register_wrapper(ctx.broker_permission()),
-                timeout,
-            )
+            .register_broker_all(&identity, topics, timeout)
             .await;
         log_report("broker registration", &report);
+        if !report.failed.is_empty() {
+            ctx.topic_config.register_whole_next();
+        }
         ctx.replication.on_registered(&report);
         if let Some(old) = previous.filter(|old| old.broker_addr != identity.broker_addr) {
             tracing::info!(previous = %old.broker_addr, now = %identity.broker_addr,
@@ -110,10 +120,12 @@ impl Registration {
             let mut next = tokio::time::Instant::now() + period;
             loop {
                 let Some(ctx) = weak.upgrade() else { return };
+                // Only topics changed: the round carries those alone.
+                let mut whole = true;
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
                     _ = tokio::time::sleep_until(next) => next += period,
-                    _ = ctx.topic_config.changed() => {}
+                    _ = ctx.topic_config.changed() => whole = false,
                     changed = changes.changed() => {
                         if changed.is_err() {
                             return;
@@ -126,7 +138,7 @@ impl Registration {
                 if shutdown.is_cancelled() {
                     return;
                 }
-                registration.register_once(&ctx).await;
+                registration.register_round(&ctx, whole).await;
                 let now = tokio::time::Instant::now();
                 if next < now {
                     next = now + period;

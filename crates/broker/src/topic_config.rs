@@ -16,6 +16,7 @@
 //!   with the name servers immediately, so a new topic becomes routable without waiting for the
 //!   30 s period.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,6 +52,18 @@ pub struct TopicConfigManager {
     changed: Notify,
     /// Serializes auto-creation so two racing sends create a topic once.
     create_lock: Mutex<()>,
+    /// What changed since the last registration took it (see
+    /// [`TopicConfigManager::registration_table`]).
+    unregistered: Mutex<Unregistered>,
+}
+
+/// The changes the name servers have not been sent yet: topics created or updated, or a change
+/// only the whole table conveys (a deletion, the broker permission, a replaced table, a
+/// registration that failed somewhere).
+#[derive(Debug, Default)]
+struct Unregistered {
+    topics: BTreeSet<String>,
+    whole: bool,
 }
 
 impl std::fmt::Debug for TopicConfigManager {
@@ -71,6 +84,10 @@ impl TopicConfigManager {
             config,
             changed: Notify::new(),
             create_lock: Mutex::new(()),
+            unregistered: Mutex::new(Unregistered {
+                topics: BTreeSet::new(),
+                whole: true,
+            }),
         };
         manager.init_system_topics();
         manager.table.persist()?;
@@ -209,10 +226,20 @@ impl TopicConfigManager {
         self.changed.notified().await;
     }
 
-    /// Persists the table and signals the change (registration).
-    fn commit_change(&self) {
-        if let Err(e) = self.table.persist() {
+    /// Makes the change durable and signals it (registration): `topics` created or updated, or,
+    /// with none, a change only the whole table conveys.
+    fn commit_change(&self, topics: &[&str]) {
+        if let Err(e) = self.table.sync() {
             tracing::error!(error = %e, path = %self.table.path().display(), "persisting topics.json failed");
+        }
+        {
+            let mut unregistered = self.unregistered.lock();
+            if topics.is_empty() {
+                unregistered.whole = true;
+            }
+            unregistered
+                .topics
+                .extend(topics.iter().map(|t| (*t).to_owned()));
         }
         self.changed.notify_one();
     }
@@ -221,7 +248,35 @@ impl TopicConfigManager {
     /// reflects without a topic changing (the broker permission).
     pub fn touch(&self) {
         self.table.touch();
-        self.commit_change();
+        self.commit_change(&[]);
+    }
+
+    /// The table the next registration carries, taking what changed since the last one: only
+    /// the topics created or updated since (with the current data version, as RocketMQ's
+    /// incremental registration sends them; name servers add or update those topics and keep the
+    /// others), or the whole table when `whole` is asked for (the periodic registration) or a
+    /// change needs it. A registration of only some topics costs what they cost, not what the
+    /// table does. When the broker permission in force lacks READ or WRITE, every topic's perm
+    /// is ANDed with it, so producers or consumers stop using us.
+    pub fn registration_table(&self, broker_perm: i32, whole: bool) -> TopicConfigSerializeWrapper {
+        let taken = std::mem::take(&mut *self.unregistered.lock());
+        let mut wrapper = if whole || taken.whole || taken.topics.is_empty() {
+            self.table.to_wrapper()
+        } else {
+            self.table.to_partial_wrapper(&taken.topics)
+        };
+        if !perm::is_writeable(broker_perm) || !perm::is_readable(broker_perm) {
+            for topic in wrapper.topic_config_table.values_mut() {
+                topic.perm &= broker_perm;
+            }
+        }
+        wrapper
+    }
+
+    /// Makes the next registration carry the whole table (one just failed with some name
+    /// server, which may then miss a change a later partial registration would not repeat).
+    pub fn register_whole_next(&self) {
+        self.unregistered.lock().whole = true;
     }
 
     /// Creates `topic`, a system topic a service started while the broker runs needs (the timer
@@ -232,7 +287,7 @@ impl TopicConfigManager {
         let (_, created) = self.table.get_or_create(&name, || topic);
         if created {
             tracing::info!(topic = %name, "system topic created");
-            self.commit_change();
+            self.commit_change(&[&name]);
         }
     }
 
@@ -274,19 +329,45 @@ impl TopicConfigManager {
                 "autoCreateTopicEnable changed: TBW102 follows"
             );
             self.table.put(tbw);
-            self.commit_change();
+            self.commit_change(&[AUTO_CREATE_TOPIC_KEY_TOPIC]);
         }
     }
 
     /// Creates or replaces a topic (admin UPDATE_AND_CREATE_TOPIC, RocketMQ `updateTopicConfig`).
+    /// A configuration equal to the one in force changes nothing (no write, no registration),
+    /// as in RocketMQ.
     pub fn update(&self, config: TopicConfig) {
         let name = config.topic_name.clone();
-        let previous = self.table.put(config.clone());
+        let previous = self.table.get(&name);
+        if previous.as_ref() == Some(&config) {
+            tracing::info!(topic = %name, "topic unchanged");
+            return;
+        }
+        self.table.put(config.clone());
         match previous {
             Some(old) => tracing::info!(topic = %name, ?old, new = ?config, "topic updated"),
             None => tracing::info!(topic = %name, new = ?config, "topic created"),
         }
-        self.commit_change();
+        self.commit_change(&[&name]);
+    }
+
+    /// Creates or replaces several topics at once (admin UPDATE_AND_CREATE_TOPIC_LIST): one
+    /// durable write and one registration for all of them. Configurations equal to the ones in
+    /// force are left out; returns how many topics changed.
+    pub fn update_all(&self, configs: Vec<TopicConfig>) -> usize {
+        let changed: Vec<TopicConfig> = configs
+            .into_iter()
+            .filter(|c| self.table.get(&c.topic_name).as_ref() != Some(c))
+            .collect();
+        if changed.is_empty() {
+            return 0;
+        }
+        let names: Vec<String> = changed.iter().map(|c| c.topic_name.clone()).collect();
+        tracing::info!(topics = names.len(), first = %names[0], "topics created or updated");
+        self.table.put_all(changed);
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.commit_change(&refs);
+        names.len()
     }
 
     /// A slave's copy of its master's table: replaces the whole table (topics with their
@@ -295,7 +376,10 @@ impl TopicConfigManager {
     pub fn mirror_master(&self, master: crate::config_tables::TopicsDocument) -> bool {
         let changed = self.table.mirror(master);
         if changed {
-            self.commit_change();
+            if let Err(e) = self.table.persist() {
+                tracing::error!(error = %e, path = %self.table.path().display(), "persisting topics.json failed");
+            }
+            self.commit_change(&[]);
         }
         changed
     }
@@ -305,7 +389,7 @@ impl TopicConfigManager {
         let removed = self.table.remove(topic);
         if removed.is_some() {
             tracing::info!(topic, "topic deleted");
-            self.commit_change();
+            self.commit_change(&[]);
         }
         removed
     }
@@ -365,7 +449,7 @@ impl TopicConfigManager {
             queue_nums,
             "topic auto-created on send"
         );
-        self.commit_change();
+        self.commit_change(&[topic]);
         Some(created)
     }
 
@@ -394,21 +478,9 @@ impl TopicConfigManager {
         });
         if created {
             tracing::info!(topic, queue_nums, "retry/DLQ topic created");
-            self.commit_change();
+            self.commit_change(&[topic]);
         }
         Some(config)
-    }
-
-    /// The table as REGISTER_BROKER carries it. When the broker permission in force lacks READ
-    /// or WRITE, every topic's perm is ANDed with it, so producers or consumers stop using us.
-    pub fn to_register_wrapper(&self, broker_perm: i32) -> TopicConfigSerializeWrapper {
-        let mut wrapper = self.table.to_wrapper();
-        if !perm::is_writeable(broker_perm) || !perm::is_readable(broker_perm) {
-            for topic in wrapper.topic_config_table.values_mut() {
-                topic.perm &= broker_perm;
-            }
-        }
-        wrapper
     }
 
     /// The table as stored (GET_ALL_TOPIC_CONFIG), without the broker-permission mask.
@@ -416,9 +488,14 @@ impl TopicConfigManager {
         self.table.to_wrapper()
     }
 
-    /// Writes `topics.json`.
+    /// Writes `topics.json` whole and empties its journal.
     pub fn persist(&self) -> Result<(), ConfigFileError> {
         self.table.persist()
+    }
+
+    /// Writes `topics.json` whole when its journal holds changes (the periodic persist).
+    pub fn persist_if_journaled(&self) -> Result<bool, ConfigFileError> {
+        self.table.persist_if_journaled()
     }
 }
 
@@ -436,6 +513,48 @@ mod tests {
             Ok(m) => m,
             Err(e) => panic!("open failed: {e}"),
         }
+    }
+
+    /// After created or updated topics a registration carries only those; after a deletion, a
+    /// failed registration or when asked, the whole table; an unchanged update changes nothing.
+    #[test]
+    fn registrations_carry_only_the_topics_changed_since_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let rw = perm::PERM_READ_WRITE;
+        let all = m.wrapper().topic_config_table.len();
+        assert_eq!(
+            m.registration_table(rw, false).topic_config_table.len(),
+            all,
+            "the first registration carries the whole table"
+        );
+        m.update(TopicConfig::new("A"));
+        m.update_all(vec![TopicConfig::new("B"), TopicConfig::new("C")]);
+        let increment = m.registration_table(rw, false);
+        let mut names: Vec<_> = increment.topic_config_table.keys().collect();
+        names.sort();
+        assert_eq!(names, ["A", "B", "C"]);
+        assert_eq!(increment.data_version, m.data_version());
+        let version = m.data_version();
+        m.update(TopicConfig::new("A"));
+        assert_eq!(
+            m.data_version(),
+            version,
+            "an unchanged topic is left alone"
+        );
+        assert_eq!(m.update_all(vec![TopicConfig::new("B")]), 0);
+
+        m.update(TopicConfig::new("D"));
+        m.register_whole_next();
+        assert!(m.registration_table(rw, false).topic_config_table.len() > all);
+        m.update(TopicConfig::new("E"));
+        assert!(m.registration_table(rw, true).topic_config_table.len() > all);
+        m.delete("E");
+        assert!(m.registration_table(rw, false).topic_config_table.len() > all);
+        // Without write permission every topic of an increment is masked too.
+        m.update(TopicConfig::new("F"));
+        let masked = m.registration_table(perm::PERM_READ, false);
+        assert_eq!(masked.topic_config_table["F"].perm, perm::PERM_READ);
     }
 
     #[test]
@@ -517,7 +636,7 @@ mod tests {
             ..BrokerConfig::default()
         };
         let m = TopicConfigManager::open(dir.path(), Arc::new(config)).unwrap();
-        let w = m.to_register_wrapper(perm::PERM_READ);
+        let w = m.registration_table(perm::PERM_READ, true);
         assert!(
             w.topic_config_table
                 .values()

@@ -6,22 +6,19 @@
 //! persisted before the response goes out, and topic changes trigger an immediate re-registration
 //! with the name servers (through the topic manager's change signal).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{
     Connection, ConsumeStats, ConsumerConnection, KvTable, MessageQueue, ResetOffsetBody,
-    SubscriptionGroupConfig, TopicConfig, TopicOffset, TopicStatsTable, from_fastjson, perm,
-    to_fastjson_bytes,
+    SubscriptionGroupConfig, TopicOffset, TopicStatsTable, from_fastjson, to_fastjson_bytes,
 };
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::command::COMET_VERSION;
 use comet_protocol::headers::{
-    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
-    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
-    GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader, ResetOffsetRequestHeader,
-    request_with_header,
+    DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetTopicConfigRequestHeader,
+    GetTopicStatsInfoRequestHeader, ResetOffsetRequestHeader, request_with_header,
 };
 use comet_remoting::{Channel, RequestProcessor};
 use futures::future::BoxFuture;
@@ -29,10 +26,8 @@ use futures::future::BoxFuture;
 use crate::config::MAX_QUEUE_NUMS;
 use crate::context::BrokerContext;
 use crate::metrics::create_times::{CreateKey, Created};
-use crate::processor::{
-    Answer, Rejection, answer, decode_header, error_response, json_body, reject,
-};
-use crate::processor::{admin_clients, broker_config};
+use crate::processor::{Answer, answer, decode_header, error_response, json_body, reject};
+use crate::processor::{admin_clients, admin_topics, broker_config};
 use comet_protocol::naming::{validate_group, validate_topic};
 
 /// The request codes [`AdminProcessor`] answers.
@@ -66,10 +61,17 @@ impl RequestProcessor for AdminProcessor {
             let response = match RequestCode::from(request.code) {
                 RequestCode::UpdateAndCreateTopic => {
                     let began = std::time::Instant::now();
-                    let response = answer(update_and_create_topic(&ctx, &request));
+                    let response = answer(admin_topics::update_and_create_topic(&ctx, &request));
                     let topic = request.ext("topic").unwrap_or_default();
                     let is_system = ctx.topic_config.is_system_topic(topic);
                     record_create(&ctx, Created::Topic, &response, is_system, began);
+                    response
+                }
+                RequestCode::UpdateAndCreateTopicList => {
+                    let began = std::time::Instant::now();
+                    let response =
+                        answer(admin_topics::update_and_create_topic_list(&ctx, &request));
+                    record_create(&ctx, Created::Topic, &response, false, began);
                     response
                 }
                 RequestCode::DeleteTopicInBroker => answer(delete_topic(&ctx, &request)),
@@ -141,111 +143,6 @@ impl RequestProcessor for AdminProcessor {
 
 fn success() -> RemotingCommand {
     RemotingCommand::response(ResponseCode::Success, None)
-}
-
-/// Applies 5.x attribute changes (`+key=value` adds or sets, `-key` removes), comma-separated.
-fn apply_attributes(
-    attributes: &mut HashMap<String, String>,
-    changes: &str,
-) -> Result<(), Rejection> {
-    for change in changes.split(',').map(str::trim).filter(|c| !c.is_empty()) {
-        if let Some(kv) = change.strip_prefix('+') {
-            let Some((k, v)) = kv.split_once('=') else {
-                return Err(reject(
-                    ResponseCode::InvalidParameter,
-                    format!("attributes: {change:?} is not +key=value"),
-                ));
-            };
-            attributes.insert(k.trim().to_owned(), v.trim().to_owned());
-        } else if let Some(k) = change.strip_prefix('-') {
-            attributes.remove(k.trim());
-        } else {
-            return Err(reject(
-                ResponseCode::InvalidParameter,
-                format!("attributes: {change:?} must start with + or -"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A topic's `message.type` must be one RocketMQ knows; MIXED only with
-/// `enableMixedMessageType` (refused as Apache's broker refuses it).
-fn check_message_type(
-    attributes: &HashMap<String, String>,
-    enable_mixed: bool,
-) -> Result<(), Rejection> {
-    let Some(value) = attributes.get(crate::topic_message_type::MESSAGE_TYPE_ATTRIBUTE) else {
-        return Ok(());
-    };
-    if !crate::topic_message_type::is_valid_type_name(value) {
-        return Err(reject(
-            ResponseCode::SystemError,
-            format!(
-                "value {value:?} of message.type is not in {:?}",
-                crate::topic_message_type::MESSAGE_TYPE_VALUES
-            ),
-        ));
-    }
-    if value == crate::topic_message_type::MIXED && !enable_mixed {
-        return Err(reject(
-            ResponseCode::InvalidParameter,
-            "MIXED message type is not supported.",
-        ));
-    }
-    Ok(())
-}
-
-fn update_and_create_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
-    let header: CreateTopicRequestHeader = decode_header(request)?;
-    let topic = header.topic.as_str();
-    if let Err(e) = validate_topic(topic) {
-        return Err(reject(ResponseCode::InvalidParameter, e.to_string()));
-    }
-    if ctx.topic_config.is_system_topic(topic) {
-        return Err(reject(
-            ResponseCode::InvalidParameter,
-            format!("The topic[{topic}] is conflict with system topic."),
-        ));
-    }
-    for (key, n) in [
-        ("readQueueNums", header.read_queue_nums),
-        ("writeQueueNums", header.write_queue_nums),
-    ] {
-        if !(1..=MAX_QUEUE_NUMS).contains(&n) {
-            return Err(reject(
-                ResponseCode::InvalidParameter,
-                format!("{key} {n} is out of range 1..={MAX_QUEUE_NUMS}"),
-            ));
-        }
-    }
-    if !(0..=perm::PERM_PRIORITY | perm::PERM_READ_WRITE | perm::PERM_INHERIT)
-        .contains(&header.perm)
-    {
-        return Err(reject(
-            ResponseCode::InvalidParameter,
-            format!("perm {} is not a permission bit set", header.perm),
-        ));
-    }
-    let mut config = ctx
-        .topic_config
-        .select(topic)
-        .unwrap_or_else(|| TopicConfig::new(topic));
-    config.read_queue_nums = header.read_queue_nums;
-    config.write_queue_nums = header.write_queue_nums;
-    config.perm = header.perm;
-    config.topic_filter_type = header.topic_filter_type;
-    config.topic_sys_flag = header.topic_sys_flag.unwrap_or(0);
-    config.order = header.order;
-    if let Some(changes) = header.attributes.as_deref() {
-        apply_attributes(&mut config.attributes, changes)?;
-        check_message_type(
-            &config.attributes,
-            ctx.live_config().enable_mixed_message_type,
-        )?;
-    }
-    ctx.topic_config.update(config);
-    Ok(success())
 }
 
 fn delete_topic(ctx: &BrokerContext, request: &RemotingCommand) -> Answer {
@@ -600,44 +497,4 @@ async fn reset_offset(ctx: &BrokerContext, request: &RemotingCommand) -> Answer 
         "consumer offsets reset"
     );
     Ok(success().with_body(payload))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn attribute_changes() {
-        let mut attrs = HashMap::new();
-        apply_attributes(&mut attrs, "+message.type=NORMAL, +x=1").unwrap();
-        assert_eq!(
-            attrs.get("message.type").map(String::as_str),
-            Some("NORMAL")
-        );
-        apply_attributes(&mut attrs, "-x").unwrap();
-        assert!(!attrs.contains_key("x"));
-        assert!(apply_attributes(&mut attrs, "+novalue").is_err());
-        assert!(apply_attributes(&mut attrs, "bare").is_err());
-    }
-
-    #[test]
-    fn message_type_values_are_checked() {
-        let mut attrs = HashMap::new();
-        assert!(check_message_type(&attrs, false).is_ok());
-        for (value, mixed, ok) in [
-            ("FIFO", false, true),
-            ("DELAY", false, true),
-            ("MIXED", false, false),
-            ("MIXED", true, true),
-            ("fifo", true, false),
-            ("PRIORITY", true, false),
-        ] {
-            attrs.insert("message.type".to_owned(), value.to_owned());
-            assert_eq!(
-                check_message_type(&attrs, mixed).is_ok(),
-                ok,
-                "{value} with enableMixedMessageType={mixed}"
-            );
-        }
-    }
 }

@@ -9,6 +9,7 @@
 mod acl_listing;
 pub mod admin;
 mod admin_clients;
+mod admin_topics;
 pub mod broker_config;
 pub mod call_consumer;
 pub mod client_manage;

@@ -89,6 +89,7 @@ pub const ROUTES: &[(Route, &[RequestCode])] = &[
         Route::Admin,
         &[
             UpdateAndCreateTopic,
+            UpdateAndCreateTopicList,
             DeleteTopicInBroker,
             GetAllTopicConfig,
             GetTopicConfig,
@@ -181,6 +182,6 @@ mod tests {
                 assert!(seen.insert(code.code()), "{code:?} routed twice");
             }
         }
-        assert_eq!(seen.len(), 58);
+        assert_eq!(seen.len(), 59);
     }
 }

@@ -107,6 +107,37 @@ impl MQAdmin {
         }
     }
 
+    /// Creates (or updates) every topic of `configs` on the broker at `addr` with one
+    /// UPDATE_AND_CREATE_TOPIC_LIST (RocketMQ 5.x brokers). Attributes are sent as changes
+    /// (`+key` → value), as the broker expects them in a list.
+    pub async fn create_topics(&self, addr: &str, configs: &[TopicConfig]) -> Result<()> {
+        if configs.is_empty() {
+            return Err(ClientError::IllegalArgument(
+                "the topic list is empty".to_owned(),
+            ));
+        }
+        let list: Vec<TopicConfig> = configs
+            .iter()
+            .map(|c| {
+                let mut c = c.clone();
+                c.attributes = c
+                    .attributes
+                    .into_iter()
+                    .map(|(k, v)| (format!("+{k}"), v))
+                    .collect();
+                c
+            })
+            .collect();
+        let body = serde_json::json!({ "topicConfigList": list });
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| ClientError::IllegalArgument(format!("encoding the topic list: {e}")))?;
+        let request = self
+            .api()
+            .request(RequestCode::UpdateAndCreateTopicList)
+            .with_body(bytes::Bytes::from(body));
+        self.invoke_broker(addr, request).await.map(|_| ())
+    }
+
     /// Deletes `topic` from every master of `cluster` (DELETE_TOPIC_IN_BROKER), then from every
     /// name server (DELETE_TOPIC_IN_NAMESRV).
     pub async fn delete_topic(&self, topic: &str, cluster: &str) -> Result<()> {

@@ -232,3 +232,61 @@ async fn messages_in_queues(admin: &comet_client::admin::MQAdmin, topic: &str) -
         .map(|o| o.max_offset)
         .sum()
 }
+
+/// UPDATE_AND_CREATE_TOPIC_LIST: every topic of a list is created with its queues and
+/// attributes and routed; a list holding one refused topic creates none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_list_is_created_whole_or_not_at_all() {
+    use comet_client::admin::topic::default_topic_config;
+    let env = Cluster::start().await;
+    let admin = env.admin();
+    let mut fifo = default_topic_config("ListFifo");
+    fifo.read_queue_nums = 2;
+    fifo.write_queue_nums = 2;
+    fifo.attributes
+        .insert("message.type".to_owned(), "FIFO".to_owned());
+    let plain = default_topic_config("ListPlain");
+    admin
+        .create_topics(&env.broker_addr(), &[fifo, plain])
+        .await
+        .expect("list created");
+    for (topic, queues) in [("ListFifo", 2), ("ListPlain", 8)] {
+        let routed = || async { admin.topic_route(topic).await.is_ok() };
+        assert!(wait_until(routed).await, "{topic} routed");
+        let route = admin.topic_route(topic).await.expect("route");
+        assert_eq!(route.queue_datas[0].read_queue_nums, queues, "{topic}");
+    }
+    assert_eq!(
+        broker_topic(&env, "ListFifo")
+            .await
+            .and_then(|c| c.attributes.get("message.type").cloned())
+            .as_deref(),
+        Some("FIFO")
+    );
+
+    let refused = admin
+        .create_topics(
+            &env.broker_addr(),
+            &[
+                default_topic_config("ListNever"),
+                default_topic_config("bad name!"),
+            ],
+        )
+        .await;
+    assert!(refused.is_err(), "a bad name refuses the list");
+    assert!(broker_topic(&env, "ListNever").await.is_none());
+}
+
+/// The broker's configuration of `topic` (GET_ALL_TOPIC_CONFIG).
+async fn broker_topic(env: &Cluster, topic: &str) -> Option<comet_protocol::body::TopicConfig> {
+    use comet_protocol::RemotingCommand;
+    use comet_protocol::body::{TopicConfigSerializeWrapper, from_fastjson};
+    use comet_protocol::code::RequestCode;
+    let rsp = env
+        .0
+        .invoke(RemotingCommand::request(RequestCode::GetAllTopicConfig))
+        .await;
+    let table: TopicConfigSerializeWrapper =
+        from_fastjson(rsp.body.as_deref().unwrap_or_default()).expect("topic table");
+    table.topic_config_table.get(topic).cloned()
+}

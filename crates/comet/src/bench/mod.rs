@@ -1,4 +1,4 @@
-//! `comet bench produce|consume|e2e|grpc-send|grpc-receive`: a load generator for any broker that
+//! `comet bench produce|consume|e2e|grpc-send|grpc-receive|topics`: a load generator for any broker that
 //! speaks RocketMQ's remoting protocol (Comet, Apache RocketMQ, rocketmq-rust), and for the 5.x gRPC
 //! protocol (Comet's gRPC endpoint, Apache's proxy).
 //!
@@ -31,6 +31,7 @@ pub mod produce;
 pub mod rate;
 pub mod report;
 pub mod stamp;
+pub mod topics;
 
 /// Topic used when `--topic` is not given. Not RocketMQ's `BenchmarkTest`: that is a system topic
 /// (1,024 queues, made by the broker itself), and Comet and Apache brokers alike refuse to create
@@ -72,6 +73,9 @@ pub enum BenchCommand {
     GrpcSend(grpc::GrpcSendArgs),
     /// ReceiveMessage + AckMessage over the 5.x gRPC protocol (a simple consumer).
     GrpcReceive(grpc::GrpcReceiveArgs),
+    /// Create many topics one request after another, then time route lookups: how creation and
+    /// lookups cost as the topic table grows.
+    Topics(topics::TopicsArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<()> {
@@ -81,6 +85,7 @@ pub async fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::E2e(a) => e2e::run(a).await,
         BenchCommand::GrpcSend(a) => grpc::run_send(a).await,
         BenchCommand::GrpcReceive(a) => grpc::run_receive(a).await,
+        BenchCommand::Topics(a) => topics::run(a).await,
     }
 }
 

@@ -11,3 +11,4 @@ mod cluster;
 mod configuration_reference;
 mod docs_examples;
 mod kill9;
+mod topic_journal;
