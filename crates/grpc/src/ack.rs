@@ -8,8 +8,9 @@
 //! a message the broker renews for the client ([`super::renew`]) the broker's current handle is
 //! used, whatever handle the client sends, and the renewal stops.
 //!
-//! - **AckMessage** acks each entry on its own; every entry gets its status, and the answer's
-//!   status is theirs when they agree, else MULTIPLE_RESULTS.
+//! - **AckMessage** checks each entry on its own and acks the entries of one received batch
+//!   with one record ([`comet_broker::core::ack::ack_many`]); every entry gets its status, and
+//!   the answer's status is theirs when they agree, else MULTIPLE_RESULTS.
 //! - **ChangeInvisibleDuration** (at most 12 h) answers a new receipt handle, which later acks
 //!   and changes must use. For a FIFO handle the new handle keeps the batch's pop time (the
 //!   key of the queue's batch) and stretches its invisible time to end at the new moment.
@@ -21,7 +22,7 @@ use std::collections::HashSet;
 
 use comet_grpc_proto::v2;
 use comet_protocol::code::ResponseCode;
-use comet_protocol::headers::{AckMessageRequestHeader, ConsumerSendMsgBackRequestHeader};
+use comet_protocol::headers::ConsumerSendMsgBackRequestHeader;
 use comet_protocol::time::now_millis;
 
 use super::consumer::{GrpcReceipt, MAX_INVISIBLE, check_names, name_of};
@@ -30,6 +31,7 @@ use super::renew::Renewals;
 use super::status;
 use comet_broker::context::BrokerContext;
 use comet_broker::core::Refusal;
+use comet_broker::core::ack::{AckTarget, ack_many};
 use comet_broker::pop::handle::real_topic;
 
 /// The handle to act on: the one the broker holds for a message it renews (given back, so the
@@ -47,6 +49,16 @@ async fn held_or_given(
     }
 }
 
+/// What acking the message of `receipt`, read by `group` from `topic`, acts on.
+fn target_of(topic: &str, group: &str, receipt: &GrpcReceipt) -> AckTarget {
+    AckTarget {
+        topic: real_topic(topic, group, &receipt.handle.retry_flag),
+        queue_id: receipt.handle.queue_id,
+        offset: receipt.queue_offset,
+        handle: receipt.handle.clone(),
+    }
+}
+
 /// Acks the message of `receipt` for `group` reading `topic`.
 async fn ack_one(
     ctx: &BrokerContext,
@@ -54,16 +66,12 @@ async fn ack_one(
     topic: &str,
     receipt: &GrpcReceipt,
 ) -> Result<(), Refusal> {
-    let handle = &receipt.handle;
-    let header = AckMessageRequestHeader {
-        consumer_group: group.to_owned(),
-        topic: real_topic(topic, group, &handle.retry_flag),
-        queue_id: handle.queue_id,
-        extra_info: handle.encode(),
-        offset: receipt.queue_offset,
-        rpc: Default::default(),
-    };
-    comet_broker::core::ack::ack(ctx, &header).await
+    let target = target_of(topic, group, receipt);
+    ack_many(ctx, group, &[target])
+        .await
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| Err(Refusal::new(ResponseCode::SystemError, "no ack outcome")))
 }
 
 /// AckMessage.
@@ -81,20 +89,34 @@ pub async fn ack_message(
             entries: Vec::new(),
         };
     }
-    let mut entries = Vec::with_capacity(request.entries.len());
+    // Every handle first, then one ack for all of them: the messages of one received batch
+    // are acked with one record.
+    let mut receipts = Vec::with_capacity(request.entries.len());
     for entry in &request.entries {
-        let receipt = held_or_given(
-            renewals,
-            client_id,
-            group,
-            &entry.message_id,
-            &entry.receipt_handle,
-        )
-        .await;
+        receipts.push(
+            held_or_given(
+                renewals,
+                client_id,
+                group,
+                &entry.message_id,
+                &entry.receipt_handle,
+            )
+            .await,
+        );
+    }
+    let targets: Vec<AckTarget> = receipts
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|receipt| target_of(topic, group, receipt))
+        .collect();
+    let mut acked = ack_many(ctx, group, &targets).await.into_iter();
+    let mut entries = Vec::with_capacity(request.entries.len());
+    for (entry, receipt) in request.entries.iter().zip(receipts) {
         let status = match receipt {
-            Ok(receipt) => match ack_one(ctx, group, topic, &receipt).await {
-                Ok(()) => status::ok(),
-                Err(refusal) => status::refused(&refusal),
+            Ok(_) => match acked.next() {
+                Some(Ok(())) => status::ok(),
+                Some(Err(refusal)) => status::refused(&refusal),
+                None => status::of(v2::Code::InternalServerError, "ack outcome missing"),
             },
             Err(status) => status,
         };

@@ -80,10 +80,14 @@ fn dead_letter_queue(msg: &MessageExt) -> Option<v2::DeadLetterQueue> {
 
 /// The upper-case MD5 hex of `body`.
 pub fn md5_upper_hex(body: &[u8]) -> String {
-    Md5::digest(body)
-        .iter()
-        .map(|b| format!("{b:02X}"))
-        .collect()
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let digest = Md5::digest(body);
+    let mut out = String::with_capacity(digest.len() * 2);
+    for b in digest {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0F)]));
+    }
+    out
 }
 
 fn timestamp(ms: i64) -> prost_types::Timestamp {

@@ -221,6 +221,83 @@ pub async fn batch_ack(ctx: &BrokerContext, body: Option<BatchAckBody>) -> Resul
     Ok(())
 }
 
+/// One message among several acked together (gRPC AckMessage's entries).
+#[derive(Debug, Clone)]
+pub struct AckTarget {
+    /// The topic it was popped from (the group's POP retry topic for a retried message).
+    pub topic: String,
+    pub queue_id: i32,
+    pub offset: i64,
+    pub handle: ReceiptHandle,
+}
+
+/// Acks several messages popped by `group`: the messages of one popped batch (one checkpoint)
+/// are acked by one `bAck` record, not one record each, so acking a received batch costs one
+/// write; FIFO messages are acked as [`ack`] acks them. Each target is checked as [`ack`] checks
+/// it. Returns each target's outcome, in order.
+pub async fn ack_many(
+    ctx: &BrokerContext,
+    group: &str,
+    targets: &[AckTarget],
+) -> Vec<Result<(), Refusal>> {
+    let mut outcomes = Vec::with_capacity(targets.len());
+    // The ack of each popped batch, its revive queue and the targets it covers.
+    let mut batches: Vec<(AckMsg, i32, Vec<usize>)> = Vec::new();
+    for (i, target) in targets.iter().enumerate() {
+        let checked = check_target(ctx, &target.topic, target.queue_id, target.offset, false);
+        let failed = checked.is_err();
+        outcomes.push(checked);
+        if failed {
+            continue;
+        }
+        let handle = &target.handle;
+        if handle.is_fifo() {
+            ack_fifo(
+                ctx,
+                group,
+                &target.topic,
+                target.queue_id,
+                handle.pop_time,
+                target.offset,
+            );
+            continue;
+        }
+        let same_batch = |(ack, qid, _): &&mut (AckMsg, i32, Vec<usize>)| {
+            ack.topic == target.topic
+                && ack.queue_id == target.queue_id
+                && ack.start_offset == handle.ck_start_offset
+                && ack.pop_time == handle.pop_time
+                && ack.invisible_time == handle.invisible_time
+                && ack.broker_name == handle.broker_name
+                && *qid == handle.revive_qid
+        };
+        match batches.iter_mut().find(same_batch) {
+            Some((ack, _, covered)) => {
+                ack.ack_offsets.push(target.offset);
+                covered.push(i);
+            }
+            None => {
+                let mut ack = single_ack(handle, group, &target.topic, target.queue_id, -1);
+                ack.ack_offsets.push(target.offset);
+                batches.push((ack, handle.revive_qid, vec![i]));
+            }
+        }
+    }
+    for (mut ack, revive_qid, covered) in batches {
+        // One message alone is acked as ACK_MESSAGE acks it.
+        if let [offset] = ack.ack_offsets[..] {
+            ack.ack_offset = offset;
+            ack.ack_offsets.clear();
+        }
+        if let Err(refusal) = write_ack(ctx, &ack, revive_qid).await {
+            for i in covered {
+                outcomes[i] = Err(refusal.clone());
+            }
+        }
+    }
+    outcomes
+}
+
 /// The ack of the message at `offset` popped under `handle`.
 fn single_ack(
     handle: &ReceiptHandle,

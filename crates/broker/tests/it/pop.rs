@@ -699,3 +699,77 @@ async fn a_fifo_batch_stays_invisible_across_a_restart() {
     assert_eq!(next.iter().map(body).collect::<Vec<_>>(), vec!["m2"]);
     broker.shutdown().await;
 }
+
+/// The targets [`comet_broker::core::ack::ack_many`] acks for popped `msgs`.
+fn ack_targets(group: &str, msgs: &[MessageExt]) -> Vec<comet_broker::core::ack::AckTarget> {
+    msgs.iter()
+        .map(|m| {
+            let handle = comet_broker::pop::handle::ReceiptHandle::decode(&handle(m).join(" "))
+                .expect("handle decodes");
+            comet_broker::core::ack::AckTarget {
+                topic: ack_topic(group, m),
+                queue_id: handle.queue_id,
+                offset: m.queue_offset,
+                handle,
+            }
+        })
+        .collect()
+}
+
+/// Records in the revive queues (acks are written there at once; checkpoints when due).
+async fn revive_records(broker: &TestBroker) -> i64 {
+    broker.wait_dispatched().await;
+    let topic = comet_broker::pop::revive_topic(&broker.config.broker_cluster_name);
+    (0..broker.ctx().pop.revive_queue_num())
+        .map(|q| broker.store().get_max_offset_in_queue(&topic, q))
+        .sum()
+}
+
+/// Acking several messages of one popped batch together writes one record; a target that does
+/// not exist is refused alone.
+#[tokio::test]
+async fn acking_a_popped_batch_together_writes_one_record() {
+    let broker = start().await;
+    let (topic, group) = ("PopTopicMany", "pop_group_many");
+    for i in 0..3 {
+        let rsp = broker
+            .invoke(send_v2(topic, 0, format!("m{i}").as_bytes(), &[]))
+            .await;
+        assert_eq!(rsp.code, SUCCESS);
+    }
+    broker.wait_dispatched().await;
+    let msgs = decode_pop(&broker.invoke(pop_request(group, topic, 0, 60_000, 0)).await);
+    assert_eq!(msgs.len(), 3);
+    let mut targets = ack_targets(group, &msgs);
+    let mut bogus = targets[0].clone();
+    bogus.offset = 1_000;
+    targets.push(bogus);
+    let before = revive_records(&broker).await;
+    let outcomes = comet_broker::core::ack::ack_many(broker.ctx(), group, &targets).await;
+    assert!(outcomes[..3].iter().all(Result::is_ok), "{outcomes:?}");
+    assert!(outcomes[3].is_err(), "an offset past the queue is refused");
+    assert_eq!(revive_records(&broker).await - before, 1, "one bAck record");
+    broker.shutdown().await;
+}
+
+/// Messages acked together are not delivered again once their invisible time is over.
+#[tokio::test]
+async fn messages_acked_together_do_not_come_back() {
+    let broker = start().await;
+    let (topic, group) = ("PopTopicTogether", "pop_group_together");
+    send_n(&broker, topic, 8, "A").await;
+    let mut acked = 0;
+    eventually!("the messages were never all popped", {
+        let msgs = pop(&broker, group, topic, 300).await;
+        let outcomes =
+            comet_broker::core::ack::ack_many(broker.ctx(), group, &ack_targets(group, &msgs))
+                .await;
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        acked += msgs.len();
+        acked == 8
+    });
+    assert!(all_settled(&broker).await);
+    assert_eq!(broker.ctx().pop.stats.revived.load(Ordering::Relaxed), 0);
+    assert!(pop(&broker, group, topic, 300).await.is_empty());
+    broker.shutdown().await;
+}
