@@ -169,7 +169,7 @@ set multiplot layout 1,2 title "S1: creating 8-queue topics one after another (o
 set logscale x
 set xlabel "topics in the table"
 set grid
-set key top left
+set key center right
 set ylabel "topics created per second"
 plot "$WORK/s1.dat" using 1:2 with linespoints lw 2 pt 7 title "Comet", \
      "$WORK/s1.dat" using 1:3 with linespoints lw 2 pt 5 title "Apache RocketMQ $ROCKETMQ_VERSION"
