@@ -188,18 +188,7 @@ impl TestBroker {
     /// Creates `topic` with `queues` read/write queues (UPDATE_AND_CREATE_TOPIC) and registers
     /// it with the name server before returning.
     pub async fn create_topic(&self, topic: &str, queues: i32) {
-        let request = request_with_header(
-            RequestCode::UpdateAndCreateTopic,
-            &CreateTopicRequestHeader {
-                topic: topic.to_owned(),
-                default_topic: "TBW102".to_owned(),
-                read_queue_nums: queues,
-                write_queue_nums: queues,
-                perm: 6,
-                order: false,
-                ..Default::default()
-            },
-        );
+        let request = create_topic_request(topic, queues);
         let response = self
             .client
             .invoke(&self.broker_addr(), request, RPC_TIMEOUT)
@@ -359,6 +348,22 @@ impl DerefMut for Cluster {
 
 /// Waits until the index (built by dispatch) finds `key` in `topic`; `false` after
 /// [`WAIT_DEADLINE`].
+/// UPDATE_AND_CREATE_TOPIC of `topic` with `queues` read and write queues, read-write.
+pub fn create_topic_request(topic: &str, queues: i32) -> RemotingCommand {
+    request_with_header(
+        RequestCode::UpdateAndCreateTopic,
+        &CreateTopicRequestHeader {
+            topic: topic.to_owned(),
+            default_topic: "TBW102".to_owned(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: 6,
+            order: false,
+            ..Default::default()
+        },
+    )
+}
+
 pub async fn wait_indexed(store: &Arc<MessageStore>, topic: &str, key: &str) -> bool {
     wait_until(|| async {
         !store

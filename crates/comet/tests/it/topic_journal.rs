@@ -12,10 +12,10 @@ use comet_protocol::RemotingCommand;
 use comet_protocol::body::{TopicConfig, TopicConfigSerializeWrapper as Topics, from_fastjson};
 use comet_protocol::code::{RequestCode, ResponseCode};
 use comet_protocol::headers::{
-    CreateTopicRequestHeader, DeleteTopicRequestHeader, GetRouteInfoRequestHeader,
-    request_with_header,
+    DeleteTopicRequestHeader, GetRouteInfoRequestHeader, request_with_header,
 };
 use comet_remoting::{ClientConfig, RemotingClient};
+use comet_testkit::cluster::create_topic_request;
 use comet_testkit::process::{Serve, ServeOutput};
 
 const RPC: Duration = Duration::from_secs(10);
@@ -42,20 +42,6 @@ async fn call(client: &RemotingClient, addr: &str, request: RemotingCommand) -> 
         .invoke(addr, request, RPC)
         .await
         .unwrap_or_else(|e| panic!("request to {addr}: {e}"))
-}
-
-fn create(topic: &str, queues: i32) -> RemotingCommand {
-    request_with_header(
-        RequestCode::UpdateAndCreateTopic,
-        &CreateTopicRequestHeader {
-            topic: topic.to_owned(),
-            default_topic: "TBW102".to_owned(),
-            read_queue_nums: queues,
-            write_queue_nums: queues,
-            perm: 6,
-            ..Default::default()
-        },
-    )
 }
 
 fn create_list(topics: &[(&str, i32)]) -> RemotingCommand {
@@ -109,7 +95,7 @@ async fn topic_changes_survive_a_kill9_and_a_clean_stop_writes_them_whole() {
 
     let mut serve = spawn_serve(data);
     for (topic, queues) in [("JournalA", 2), ("JournalB", 3), ("JournalGone", 1)] {
-        let rsp = call(&client, &serve.broker, create(topic, queues)).await;
+        let rsp = call(&client, &serve.broker, create_topic_request(topic, queues)).await;
         assert_eq!(rsp.code, ResponseCode::Success.code(), "{:?}", rsp.remark);
     }
     let rsp = call(
