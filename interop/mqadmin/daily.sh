@@ -10,8 +10,8 @@
 # Commands that do not depend on each other run as parallel JVMs (each mqadmin JVM takes seconds,
 # most of it spent shutting its client down).
 #
-#   topics:     updateTopic (-c, -b), topicList (and -c), topicRoute, topicStatus, topicClusterList,
-#               updateTopicPerm, deleteTopic
+#   topics:     updateTopic (-c, -b), updateTopicList (-b), topicList (and -c), topicRoute,
+#               topicStatus, topicClusterList, updateTopicPerm, deleteTopic
 #   groups:     updateSubGroup, getConsumerConfig, deleteSubGroup, consumerConnection,
 #               consumerStatus, consumerProgress, producerConnection, brokerConsumeStats, statsAll
 #   offsets:    cloneGroupOffset, resetOffsetByTime (an offline group, then the online group, whose
@@ -40,6 +40,8 @@ WAIT="${MQADMIN_WAIT:-60}"
 VERSION=5.3.3
 TOPIC=DailyTopic          # the topic most commands look at (4 queues)
 TEMP_TOPIC=DailyTempTopic # created and deleted
+LIST_TOPIC_1=DailyListTopic1 # created by updateTopicList, with LIST_TOPIC_2
+LIST_TOPIC_2=DailyListTopic2
 BENCH_TOPIC=DailyBenchTopic
 GROUP=DailyGroup          # the online push consumer's group
 OFFLINE=DailyOfflineGroup # offsets cloned from GROUP, reset and skipped with nobody online

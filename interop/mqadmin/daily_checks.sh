@@ -17,6 +17,10 @@ check_topics_and_messages() {
     step "topics, groups and config reads"
     mq create updateTopic -c "$CLUSTER" -t "$TOPIC" -r 4 -w 4
     mq create_temp updateTopic -b "$ADDR" -t "$TEMP_TOPIC" -r 2 -w 2
+    # updateTopicList: a JSON array of TopicConfig, sent as one UPDATE_AND_CREATE_TOPIC_LIST.
+    printf '[{"topicName":"%s","readQueueNums":2,"writeQueueNums":2,"perm":6},{"topicName":"%s","readQueueNums":3,"writeQueueNums":3,"perm":6}]\n' \
+        "$LIST_TOPIC_1" "$LIST_TOPIC_2" >"$WORK/topic-list.json"
+    mq create_list updateTopicList -b "$ADDR" -f "$WORK/topic-list.json"
     mq subgroup updateSubGroup -c "$CLUSTER" -g "$GROUP"
     mq subgroup_temp updateSubGroup -b "$ADDR" -g "$TEMP_GROUP"
     mq subgroup_offline updateSubGroup -c "$CLUSTER" -g "$OFFLINE"
@@ -26,6 +30,7 @@ check_topics_and_messages() {
     expect create "^create topic to $ADDR success"
     expect create "topicName=$TOPIC, readQueueNums=4, writeQueueNums=4, perm=RW-"
     expect create_temp "^create topic to $ADDR success"
+    expect create_list "^submit batch of topic config to $ADDR success"
     expect subgroup "^create subscription group to $ADDR success"
     expect subgroup_temp "groupName=$TEMP_GROUP"
     expect subgroup_offline "groupName=$OFFLINE"
@@ -35,6 +40,8 @@ check_topics_and_messages() {
     expect ns_config "^=+ *$NAMESRV *=+"
     expect ns_config "^orderMessageEnable += +(true|false)$"
     wait_for "the route of $TOPIC" route_perm_is "$TOPIC" 6
+    wait_for "the route of $LIST_TOPIC_1" route_perm_is "$LIST_TOPIC_1" 6
+    wait_for "the route of $LIST_TOPIC_2" route_perm_is "$LIST_TOPIC_2" 6
 
     step "sending: sendMessage and comet produce"
     START_MS=$(($(date +%s%3N) - 1000))
@@ -66,6 +73,8 @@ print(m["offsetMsgId"], m["msgId"])' "$WORK/produce.out")
     mq delete_group deleteSubGroup -c "$CLUSTER" -g "$TEMP_GROUP"
     settle
     expect list "^$TOPIC$"
+    expect list "^$LIST_TOPIC_1$"
+    expect list "^$LIST_TOPIC_2$"
     expect list_c "^$CLUSTER +$TOPIC( |$)"
     expect route "\"brokerName\":\"$BROKER\""
     expect route "\"readQueueNums\":4"
