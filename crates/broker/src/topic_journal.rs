@@ -61,9 +61,9 @@ pub struct TopicJournal {
     lines: usize,
     /// Lines appended since the last sync.
     unsynced: usize,
-    /// An append or sync failed: the log may miss a change, so the next persist must write the
-    /// whole table.
-    broken: bool,
+    /// The next persist must write the whole table: an append or sync failed (the log may miss
+    /// a change), or the table was replaced whole.
+    compact_next: bool,
 }
 
 impl TopicJournal {
@@ -117,7 +117,7 @@ impl TopicJournal {
             file: None,
             lines,
             unsynced: 0,
-            broken: false,
+            compact_next: false,
         };
         Ok((journal, changes))
     }
@@ -143,7 +143,7 @@ impl TopicJournal {
             Err(e) => {
                 tracing::error!(path = %self.path.display(), error = %e,
                     "appending to the topic log failed; the whole table is written next");
-                self.broken = true;
+                self.compact_next = true;
             }
         }
     }
@@ -163,7 +163,7 @@ impl TopicJournal {
                 Ok(())
             }
             Err(e) => {
-                self.broken = true;
+                self.compact_next = true;
                 Err(ConfigFileError::io(&self.path, e))
             }
         }
@@ -172,12 +172,12 @@ impl TopicJournal {
     /// Whether the next persist must write the whole table: an append or sync failed, or the
     /// log grew past [`MAX_JOURNAL_LINES`].
     pub fn wants_compaction(&self) -> bool {
-        self.broken || self.lines >= MAX_JOURNAL_LINES
+        self.compact_next || self.lines >= MAX_JOURNAL_LINES
     }
 
     /// Asks the next persist to write the whole table (the table was replaced whole).
     pub fn force_compaction(&mut self) {
-        self.broken = true;
+        self.compact_next = true;
     }
 
     /// Lines in the log.
@@ -192,13 +192,13 @@ impl TopicJournal {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                self.broken = true;
+                self.compact_next = true;
                 return Err(ConfigFileError::io(&self.path, e));
             }
         }
         self.lines = 0;
         self.unsynced = 0;
-        self.broken = false;
+        self.compact_next = false;
         Ok(())
     }
 

@@ -53,16 +53,7 @@ impl TopicConfigTable {
             tracing::info!(changes = changes.len(), path = %path.display(), "replaying the topic journal");
         }
         for (change, version) in changes {
-            match change {
-                TopicChange::Put(config) => {
-                    doc.topic_config_table
-                        .insert(config.topic_name.clone(), config);
-                }
-                TopicChange::Delete(topic) => {
-                    doc.topic_config_table.remove(&topic);
-                }
-                TopicChange::Touch => {}
-            }
+            apply(&mut doc, &change);
             doc.data_version = version;
         }
         Ok(TopicConfigTable {
@@ -81,39 +72,41 @@ impl TopicConfigTable {
         self.doc.read().topic_config_table.contains_key(topic)
     }
 
-    /// Creates or replaces a topic (keyed by its `topic_name`) and bumps the data version;
-    /// returns the previous configuration. The change is logged; [`TopicConfigTable::sync`]
-    /// makes it durable.
-    pub fn put(&self, config: TopicConfig) -> Option<TopicConfig> {
+    /// Makes the changes `decide` asks for, given the table as it is, under the journal's lock:
+    /// applies them, bumps the data version once (not at all without a change) and logs them
+    /// with that version; [`TopicConfigTable::sync`] makes them durable. Returns what `decide`
+    /// returned beside the changes.
+    fn change<R>(&self, decide: impl FnOnce(&TopicsDocument) -> (R, Vec<TopicChange>)) -> R {
         let mut journal = self.journal.lock();
-        let (previous, version) = {
-            let mut doc = self.doc.write();
-            let previous = doc
-                .topic_config_table
-                .insert(config.topic_name.clone(), config.clone());
-            doc.data_version.next_version();
-            (previous, doc.data_version.clone())
-        };
-        journal.append(TopicChange::Put(config), &version);
-        previous
+        let mut doc = self.doc.write();
+        let (result, changes) = decide(&doc);
+        if changes.is_empty() {
+            return result;
+        }
+        for change in &changes {
+            apply(&mut doc, change);
+        }
+        doc.data_version.next_version();
+        let version = doc.data_version.clone();
+        drop(doc);
+        for change in changes {
+            journal.append(change, &version);
+        }
+        result
     }
 
-    /// Creates or replaces every topic of `configs` and bumps the data version once; the
-    /// changes are logged together.
+    /// Creates or replaces a topic (keyed by its `topic_name`) and bumps the data version;
+    /// returns the previous configuration.
+    pub fn put(&self, config: TopicConfig) -> Option<TopicConfig> {
+        self.change(|doc| {
+            let previous = doc.topic_config_table.get(&config.topic_name).cloned();
+            (previous, vec![TopicChange::Put(config)])
+        })
+    }
+
+    /// Creates or replaces every topic of `configs` and bumps the data version once.
     pub fn put_all(&self, configs: Vec<TopicConfig>) {
-        let mut journal = self.journal.lock();
-        let version = {
-            let mut doc = self.doc.write();
-            for config in &configs {
-                doc.topic_config_table
-                    .insert(config.topic_name.clone(), config.clone());
-            }
-            doc.data_version.next_version();
-            doc.data_version.clone()
-        };
-        for config in configs {
-            journal.append(TopicChange::Put(config), &version);
-        }
+        self.change(|_| ((), configs.into_iter().map(TopicChange::Put).collect()));
     }
 
     /// Creates the topic with `make()` if it does not exist; returns the (existing or new)
@@ -126,60 +119,44 @@ impl TopicConfigTable {
         if let Some(existing) = self.get(topic) {
             return (existing, false);
         }
-        let mut journal = self.journal.lock();
-        let mut doc = self.doc.write();
-        if let Some(existing) = doc.topic_config_table.get(topic) {
-            return (existing.clone(), false);
-        }
-        let mut config = make();
-        config.topic_name = topic.to_owned();
-        doc.topic_config_table
-            .insert(topic.to_owned(), config.clone());
-        doc.data_version.next_version();
-        let version = doc.data_version.clone();
-        drop(doc);
-        journal.append(TopicChange::Put(config.clone()), &version);
-        (config, true)
+        self.change(|doc| match doc.topic_config_table.get(topic) {
+            Some(existing) => ((existing.clone(), false), Vec::new()),
+            None => {
+                let mut config = make();
+                config.topic_name = topic.to_owned();
+                ((config.clone(), true), vec![TopicChange::Put(config)])
+            }
+        })
     }
 
     /// Makes the table a copy of `master`'s: its topics (attributes included) and its data
     /// version. Returns whether anything changed.
     pub fn mirror(&self, master: TopicsDocument) -> bool {
-        {
-            let mut doc = self.doc.write();
-            if *doc == master {
-                return false;
-            }
-            *doc = master;
+        let mut journal = self.journal.lock();
+        let mut doc = self.doc.write();
+        if *doc == master {
+            return false;
         }
+        *doc = master;
         // A whole new table: written whole by the persist that follows.
-        self.journal.lock().force_compaction();
+        journal.force_compaction();
         true
     }
 
     /// Bumps the data version without changing a topic.
     pub fn touch(&self) {
-        let mut journal = self.journal.lock();
-        let version = {
-            let mut doc = self.doc.write();
-            doc.data_version.next_version();
-            doc.data_version.clone()
-        };
-        journal.append(TopicChange::Touch, &version);
+        self.change(|_| ((), vec![TopicChange::Touch]));
     }
 
     /// Deletes a topic and bumps the data version.
     pub fn remove(&self, topic: &str) -> Option<TopicConfig> {
-        let mut journal = self.journal.lock();
-        let mut doc = self.doc.write();
-        let removed = doc.topic_config_table.remove(topic);
-        if removed.is_some() {
-            doc.data_version.next_version();
-            let version = doc.data_version.clone();
-            drop(doc);
-            journal.append(TopicChange::Delete(topic.to_owned()), &version);
-        }
-        removed
+        self.change(|doc| match doc.topic_config_table.get(topic) {
+            Some(removed) => (
+                Some(removed.clone()),
+                vec![TopicChange::Delete(topic.to_owned())],
+            ),
+            None => (None, Vec::new()),
+        })
     }
 
     /// Every topic, sorted by name.
@@ -287,6 +264,20 @@ impl TopicConfigTable {
     /// Path of the file.
     pub fn path(&self) -> &Path {
         self.file.path()
+    }
+}
+
+/// One change applied to the table (live, and when the journal is replayed at start).
+fn apply(doc: &mut TopicsDocument, change: &TopicChange) {
+    match change {
+        TopicChange::Put(config) => {
+            doc.topic_config_table
+                .insert(config.topic_name.clone(), config.clone());
+        }
+        TopicChange::Delete(topic) => {
+            doc.topic_config_table.remove(topic);
+        }
+        TopicChange::Touch => {}
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::{TopicConfig, TopicConfigSerializeWrapper as Topics, from_fastjson};
@@ -17,6 +17,7 @@ use comet_protocol::headers::{
 use comet_remoting::{ClientConfig, RemotingClient};
 use comet_testkit::cluster::create_topic_request;
 use comet_testkit::process::{Serve, ServeOutput};
+use comet_testkit::wait_until;
 
 const RPC: Duration = Duration::from_secs(10);
 /// Hang guard for anything this test waits for.
@@ -67,8 +68,7 @@ async fn broker_topics(client: &RemotingClient, broker: &str) -> BTreeMap<String
 
 /// Whether the name server routes `topic`, waiting for the broker's registration.
 async fn routed(client: &RemotingClient, namesrv: &str, topic: &str) -> bool {
-    let started = Instant::now();
-    loop {
+    wait_until(|| async {
         let request = request_with_header(
             RequestCode::GetRouteinfoByTopic,
             &GetRouteInfoRequestHeader {
@@ -76,14 +76,9 @@ async fn routed(client: &RemotingClient, namesrv: &str, topic: &str) -> bool {
                 ..Default::default()
             },
         );
-        if call(client, namesrv, request).await.code == ResponseCode::Success.code() {
-            return true;
-        }
-        if started.elapsed() > DEADLINE {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        call(client, namesrv, request).await.code == ResponseCode::Success.code()
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
