@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 
 use super::report::{
-    Counters, LatencySummary, Planned, Progress, Report, new_histogram, record_nanos,
+    Counters, LatencySummary, Planned, Progress, Report, nanos_of, new_histogram, record_nanos,
 };
 use super::stamp::{stamped_body, unix_nanos};
 use super::{TargetArgs, TopicSetupArgs, ensure_topic, positive_secs, retry_until};
@@ -228,7 +228,7 @@ pub async fn run_send(args: GrpcSendArgs) -> Result<()> {
                 };
                 match client.send_message(request(call, &id, CALL_TIMEOUT)?).await {
                     Ok(answer) if code(answer.get_ref().status.as_ref()) == v2::Code::Ok => {
-                        record_nanos(&mut rt, elapsed_nanos(began));
+                        record_nanos(&mut rt, nanos_of(began.elapsed()));
                         counters.add_ok(1, size as u64);
                     }
                     Ok(answer) => {
@@ -273,10 +273,6 @@ pub async fn run_send(args: GrpcSendArgs) -> Result<()> {
     }
     .print(args.target.json);
     Ok(())
-}
-
-fn elapsed_nanos(since: Instant) -> u64 {
-    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Waits for every task and merges their histograms.
@@ -482,11 +478,11 @@ impl Receiver {
                         .rt
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner),
-                    elapsed_nanos(began),
+                    nanos_of(began.elapsed()),
                 );
                 self.counters.add_ok(acked, 0);
                 self.last_ack_nanos
-                    .fetch_max(elapsed_nanos(self.started), Ordering::Relaxed);
+                    .fetch_max(nanos_of(self.started.elapsed()), Ordering::Relaxed);
                 if acked < received {
                     self.counters.add_failed(received - acked);
                     self.errors

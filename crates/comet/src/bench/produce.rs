@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::rate::{Pacer, Quota, slot_spacing_nanos};
-use super::report::{Counters, Planned, Progress, Report, new_histogram, record_nanos};
+use super::report::{Counters, Planned, Progress, Report, nanos_of, new_histogram, record_nanos};
 use super::stamp::{NANOS_PER_MILLI, stamped_body, unix_nanos};
 use super::{TargetArgs, TopicSetupArgs, positive_secs, retry_until};
 
@@ -479,7 +479,7 @@ fn elapsed_nanos(since: Instant) -> u64 {
 }
 
 fn nanos_between(from: Instant, to: Instant) -> u64 {
-    u64::try_from(to.saturating_duration_since(from).as_nanos()).unwrap_or(u64::MAX)
+    nanos_of(to.saturating_duration_since(from))
 }
 
 pub async fn run(args: ProduceArgs) -> Result<()> {

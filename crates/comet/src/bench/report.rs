@@ -36,6 +36,11 @@ pub fn new_histogram() -> Result<Histogram<u64>> {
     .context("creating a latency histogram")
 }
 
+/// `d` in nanoseconds (saturating at `u64::MAX`).
+pub fn nanos_of(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Records `nanos`, clamped into the histogram's range (so recording never fails).
 pub fn record_nanos(hist: &mut Histogram<u64>, nanos: u64) {
     let clamped = nanos.clamp(HISTOGRAM_LOWEST_NANOS, HISTOGRAM_HIGHEST_NANOS);

@@ -13,7 +13,7 @@ use comet_client::ClientConfig;
 use comet_client::admin::{MQAdmin, TopicTarget, topic::default_topic_config};
 use serde_json::json;
 
-use super::report::{LatencySummary, new_histogram, record_nanos};
+use super::report::{LatencySummary, nanos_of, new_histogram, record_nanos};
 
 /// Longest wait for the name server to route the last topic created.
 pub const ROUTABLE_PATIENCE: Duration = Duration::from_secs(120);
@@ -179,7 +179,7 @@ async fn measure(admin: &MQAdmin, args: &TopicsArgs) -> Result<TopicsReport> {
                 .await
                 .with_context(|| format!("creating topics {next}..{upto} on {broker} ({addr})"))?;
         }
-        record_nanos(&mut create_hist, nanos(sent.elapsed()));
+        record_nanos(&mut create_hist, nanos_of(sent.elapsed()));
         next = upto;
     }
     let created = began.elapsed();
@@ -205,7 +205,7 @@ async fn measure(admin: &MQAdmin, args: &TopicsArgs) -> Result<TopicsReport> {
             .topic_route(&topic)
             .await
             .with_context(|| format!("looking up the route of {topic}"))?;
-        record_nanos(&mut lookup_hist, nanos(asked.elapsed()));
+        record_nanos(&mut lookup_hist, nanos_of(asked.elapsed()));
     }
     Ok(TopicsReport {
         broker,
@@ -217,8 +217,4 @@ async fn measure(admin: &MQAdmin, args: &TopicsArgs) -> Result<TopicsReport> {
         routable_after,
         lookup: LatencySummary::of(&lookup_hist),
     })
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
