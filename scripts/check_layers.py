@@ -18,6 +18,8 @@ ALLOWED = {
     "comet-remoting": {"comet-protocol"},
     "comet-store": {"comet-protocol", "comet-config-file"},
     "comet-namesrv": {"comet-protocol", "comet-remoting", "comet-config-file"},
+    # The controller is a sibling of the name server: no broker, no store.
+    "comet-controller": {"comet-protocol", "comet-remoting", "comet-config-file"},
     "comet-acl": {"comet-protocol", "comet-remoting"},
     "comet-broker": {
         "comet-protocol", "comet-remoting", "comet-config-file", "comet-store", "comet-acl",
@@ -38,7 +40,7 @@ ALLOWED = {
     "comet": {
         "comet-protocol", "comet-remoting", "comet-namesrv", "comet-broker", "comet-client",
         "comet-grpc", "comet-grpc-proto",
-        "comet-console",
+        "comet-console", "comet-controller",
     },
 }
 

@@ -17,6 +17,7 @@ mod broker;
 mod cli;
 mod cluster;
 mod console;
+mod controller;
 mod namesrv;
 mod serve;
 
@@ -36,6 +37,9 @@ enum Command {
     Namesrv(namesrv::NamesrvArgs),
     /// Run a stand-alone broker (RocketMQ broker.conf keys; `-n` names the name servers).
     Broker(broker::BrokerArgs),
+    /// Run one controller of a controller-mode quorum (RocketMQ controller.conf keys), which
+    /// elects a new master when a broker group's master dies.
+    Controller(controller::ControllerArgs),
     /// Run a local cluster: name servers and broker groups with slaves, as child processes
     /// (`comet cluster stop` stops it).
     Cluster(cluster::ClusterArgs),
@@ -163,7 +167,10 @@ fn run() -> Result<()> {
         (_, Some(n)) => {
             builder.worker_threads(n);
         }
-        (Command::Serve(_) | Command::Namesrv(_) | Command::Broker(_), None) => {
+        (
+            Command::Serve(_) | Command::Namesrv(_) | Command::Broker(_) | Command::Controller(_),
+            None,
+        ) => {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
             builder.worker_threads(server_worker_threads(cores));
         }
@@ -179,6 +186,7 @@ fn run() -> Result<()> {
             Command::Serve(args) => serve::run(args).await,
             Command::Namesrv(args) => namesrv::run(args).await,
             Command::Broker(args) => broker::run(args).await,
+            Command::Controller(args) => controller::run(args).await,
             Command::Cluster(args) => cluster::run(args).await,
             Command::Produce(args) => cli::produce::run(args).await,
             Command::Consume(args) => cli::consume::run(args).await,

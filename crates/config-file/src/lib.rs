@@ -15,6 +15,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod properties;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::marker::PhantomData;

@@ -232,6 +232,11 @@ code_enum! {
         CleanBrokerData = 1011 => "CLEAN_BROKER_DATA",
         ControllerGetNextBrokerId = 1012 => "CONTROLLER_GET_NEXT_BROKER_ID",
         ControllerApplyBrokerId = 1013 => "CONTROLLER_APPLY_BROKER_ID",
+        // Comet's own codes: openraft's messages between the controllers of one quorum (Apache's
+        // controllers speak DLedger there instead, so the two never share a quorum).
+        CometRaftAppend = 1101 => "COMET_RAFT_APPEND_ENTRIES",
+        CometRaftVote = 1102 => "COMET_RAFT_VOTE",
+        CometRaftSnapshot = 1103 => "COMET_RAFT_INSTALL_SNAPSHOT",
         UpdateColdDataFlowCtrConfig = 2001 => "UPDATE_COLD_DATA_FLOW_CTR_CONFIG",
         RemoveColdDataFlowCtrConfig = 2002 => "REMOVE_COLD_DATA_FLOW_CTR_CONFIG",
         GetColdDataFlowCtrInfo = 2003 => "GET_COLD_DATA_FLOW_CTR_INFO",

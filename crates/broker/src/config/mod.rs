@@ -66,7 +66,7 @@ pub const ALWAYS_BLACK_LISTED: &[&str] = &["brokerConfigPath", "rocketmqHome", "
 /// Where runtime changes are kept without a `-c` file, under the store root.
 pub const SAVED_CONFIG_FILE: &str = "config/broker.properties";
 /// Longest `broker.conf` line accepted after joining continuations (a bound on hostile input).
-pub const MAX_CONFIG_LINE_LEN: usize = 64 * 1024;
+pub const MAX_CONFIG_LINE_LEN: usize = comet_config_file::properties::MAX_LINE_LEN;
 
 /// A configuration value is unusable. Every variant names the key.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -83,6 +83,15 @@ pub enum ConfigError {
     Syntax { line: usize, reason: String },
     #[error("cannot read config file {path}: {reason}")]
     Read { path: PathBuf, reason: String },
+}
+
+impl From<comet_config_file::properties::PropertiesError> for ConfigError {
+    fn from(e: comet_config_file::properties::PropertiesError) -> Self {
+        ConfigError::Syntax {
+            line: e.line,
+            reason: e.reason,
+        }
+    }
 }
 
 fn default_store_root() -> PathBuf {

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::properties::{logical_lines, split_key_value};
+use comet_config_file::properties::{logical_lines, split_key_value};
 
 /// The first line of a file this module creates.
 const NEW_FILE_HEADER: &str =

@@ -7,6 +7,7 @@
 //! than with `serde_json::to_vec`, which cannot express the fastjson key forms.
 
 pub mod acl;
+pub mod controller;
 pub mod heartbeat;
 mod json_string;
 pub mod lenient;

@@ -23,6 +23,7 @@ use crate::error::{ProtocolError, Result};
 
 pub mod admin;
 pub mod client;
+pub mod controller;
 pub mod namesrv;
 pub mod offset;
 pub mod pop;
@@ -33,6 +34,7 @@ pub mod transaction;
 
 pub use admin::*;
 pub use client::*;
+pub use controller::*;
 pub use namesrv::*;
 pub use offset::*;
 pub use pop::*;
