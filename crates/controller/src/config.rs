@@ -79,9 +79,9 @@ pub struct ControllerConfig {
     pub elect_unclean_master: bool,
     /// `notifyBrokerRoleChanged`: tell a group's brokers of a master the controller elected.
     pub notify_broker_role_changed: bool,
-    /// Address to listen on instead of this controller's peer address (Comet only:
-    /// `controllerListenAddress`), for a peer address that is not local (NAT).
-    pub listen_override: Option<String>,
+    /// `bindAddress`: the host to listen on, with the port of this controller's peer entry
+    /// (unset: the peer entry's host).
+    pub bind_address: Option<String>,
 }
 
 impl Default for ControllerConfig {
@@ -94,7 +94,7 @@ impl Default for ControllerConfig {
             scan_interval: DEFAULT_SCAN_INTERVAL,
             elect_unclean_master: false,
             notify_broker_role_changed: true,
-            listen_override: None,
+            bind_address: None,
         }
     }
 }
@@ -155,7 +155,7 @@ impl ControllerConfig {
             "notifyBrokerRoleChanged" => {
                 self.notify_broker_role_changed = parse_bool("notifyBrokerRoleChanged", value)?;
             }
-            "controllerListenAddress" => self.listen_override = Some(value.to_owned()),
+            "bindAddress" => self.bind_address = Some(value.trim().to_owned()),
             "controllerType" => {
                 // DLedger and jRaft are Apache's two engines; Comet runs openraft for either.
                 if !(value.eq_ignore_ascii_case("DLedger") || value.eq_ignore_ascii_case("jRaft")) {
@@ -259,11 +259,12 @@ impl ControllerConfig {
         Ok(())
     }
 
-    /// Where this controller listens.
+    /// Where this controller listens: its peer entry's address, or that port on `bindAddress`.
     pub fn listen_addr(&self) -> Result<String, ConfigError> {
-        match &self.listen_override {
-            Some(addr) => Ok(addr.clone()),
-            None => Ok(self.self_peer()?.addr),
+        let peer = self.self_peer()?.addr;
+        match (&self.bind_address, peer.rsplit_once(':')) {
+            (Some(host), Some((_, port))) if !host.is_empty() => Ok(format!("{host}:{port}")),
+            _ => Ok(peer),
         }
     }
 }
@@ -284,6 +285,7 @@ mod tests {
                  mappedFileSize = 16777216\n\
                  enableElectUncleanMaster = false\n\
                  notifyBrokerRoleChanged = true\n\
+                 bindAddress = 0.0.0.0\n\
                  somethingElse = 1\n",
             )
             .expect("parses");
@@ -294,7 +296,7 @@ mod tests {
             peers.iter().map(|p| p.node_id).collect::<Vec<_>>(),
             vec![0, 1, 2]
         );
-        assert_eq!(config.listen_addr().expect("addr"), "127.0.0.1:9868");
+        assert_eq!(config.listen_addr().expect("addr"), "0.0.0.0:9868");
     }
 
     #[test]
