@@ -40,7 +40,7 @@ ALLOWED = {
     "comet": {
         "comet-protocol", "comet-remoting", "comet-namesrv", "comet-broker", "comet-client",
         "comet-grpc", "comet-grpc-proto",
-        "comet-console", "comet-controller",
+        "comet-console", "comet-controller", "comet-config-file",
     },
 }
 

@@ -39,7 +39,8 @@
 #   COMET_BIN [target/debug/comet]  the comet binary; when unset, `cargo build -p comet` builds it
 #   CONTROLLERS [3]            controllers in the quorum (3 or 1)
 #   FAILOVERS [2]              fault rounds
-#   FAULT [kill]               kill (kill -9 of the master) | sigstop (freeze the master)
+#   FAULT [kill]               kill (kill -9 of the master) | sigstop (freeze the master) |
+#                              elect (mqadmin electMaster names another in-sync replica master)
 #   STOP_SECS [20]             sigstop: the shortest time the master stays frozen
 #   FAILOVER_WAIT [60]         seconds from a fault to the first SEND_OK by another broker
 #   START_WAIT [300]           seconds for the servers to start, a group to form, a broker to rejoin
@@ -96,7 +97,7 @@ die() {
 now_ms() { date +%s%3N; }
 
 case "$CONTROLLER" in apache | comet) ;; *) die "CONTROLLER must be apache or comet" ;; esac
-case "$FAULT" in kill | sigstop) ;; *) die "FAULT must be kill or sigstop" ;; esac
+case "$FAULT" in kill | sigstop | elect) ;; *) die "FAULT must be kill, sigstop or elect" ;; esac
 case "$CONTROLLERS" in 1 | 3) ;; *) die "CONTROLLERS must be 1 or 3" ;; esac
 for tool in java mvn python3; do
     command -v "$tool" >/dev/null || die "$tool is required (apt-get install openjdk-17-jdk-headless maven python3)"
@@ -408,6 +409,27 @@ mqadmin_sync_state() {
     grep -v '^\s*$' "$D/logs/mqadmin-$1.out" | grep -v -i 'warn\|slf4j\|^\s*at ' | sed 's/^/    /' | head -20
 }
 
+# mqadmin_elect <master> <round>: Apache's mqadmin electMaster names another in-sync replica the
+# group's master (a forced failover, the old master stays up and becomes a slave).
+mqadmin_elect() {
+    local target
+    target="$(python3 - "$(sync_state)" "$1" <<'PY'
+import json, sys
+s = json.loads(sys.argv[1] or "{}")
+ids = s.get("ids", {})
+others = sorted(ids[a] for a in s.get("inSync", []) if a != sys.argv[2] and a in ids)
+print(others[0] if others else "")
+PY
+)"
+    [[ -n $target ]] || die "round $2: no other in-sync replica to elect ($(describe_group "$TOPIC"))"
+    java -Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Duser.home="$D/client-home" \
+        -Drocketmq.client.logRoot="$D/client-logs" -cp "$CLIENT_CP" org.apache.rocketmq.tools.command.MQAdminStartup \
+        electMaster -a "${CONTROLLER_ADDRS%%;*}" -c "$CLUSTER" -bn "$GROUP_NAME" -b "$target" \
+        >"$D/logs/mqadmin-elect-$2.out" 2>&1 || die "round $2: mqadmin electMaster failed; see $D/logs/mqadmin-elect-$2.out"
+    echo "controller: round $2: mqadmin electMaster -b $target:"
+    grep '^#' "$D/logs/mqadmin-elect-$2.out" | sed 's/^/    /'
+}
+
 # check_loopback: every listening socket of this run's processes is on 127.0.0.1 (a warning
 # otherwise: the failover test itself does not depend on it).
 check_loopback() {
@@ -479,7 +501,15 @@ for round in $(seq 1 "$FAILOVERS"); do
     step "round $round: $FAULT of the master b$idx $master (pid $pid)"
     from="$(stat -c %s "$ACKS")"
     t_fault="$(now_ms)"
-    if [[ $FAULT == kill ]]; then kill -KILL "$pid"; else kill -STOP "$pid"; fi
+    case $FAULT in
+    kill) kill -KILL "$pid" ;;
+    sigstop) kill -STOP "$pid" ;;
+    elect)
+        # The election is done when mqadmin returns; its JVM start is not part of the RTO.
+        mqadmin_elect "$master" "$round"
+        t_fault="$(now_ms)"
+        ;;
+    esac
     echo "$round $FAULT $t_fault $master" >>"$D/faults"
     watch="$(python3 "$HERE/check.py" watch "$ACKS" "$from" "$t_fault" "$master" "$NAMESRV" "$GROUP_NAME" \
         "$TOPIC" "$CONTROLLER_ADDRS" "$FAILOVER_WAIT")" || {
@@ -490,7 +520,9 @@ for round in $(seq 1 "$FAILOVERS"); do
     echo "controller: round $round: RTO $((first_ack - t_fault)) ms (first SEND_OK on $ack_host); the controller named" \
         "$new_master master by +$controller_ms ms, the route showed it by +$route_ms ms (as polled every 50 ms)"
     echo "controller: round $round: $(describe_group "$TOPIC")"
-    if [[ $FAULT == kill ]]; then
+    if [[ $FAULT == elect ]]; then
+        step "round $round: waiting until the old master b$idx is a slave in the SyncStateSet"
+    elif [[ $FAULT == kill ]]; then
         while ours "$pid"; do sleep 0.1; done
         mv "$D/logs/b$idx.out" "$D/logs/b$idx.round$round.out"
         start_broker "$idx"

@@ -67,6 +67,9 @@ enum Command {
     BrokerPerm(cli::broker_perm::BrokerPermArgs),
     /// Read or change the name servers' settings while they run.
     NamesrvConfig(cli::config::NamesrvConfigArgs),
+    /// A controller quorum: its leader, broker groups' masters, epochs and SyncStateSets, and
+    /// a forced election.
+    ControllerAdmin(cli::controller_admin::ControllerAdminArgs),
     /// Every topic's groups with their backlog, message rates and daily counts.
     StatsAll(cli::stats_all::StatsAllArgs),
     /// Load generator for any RocketMQ-protocol broker: produce, consume, e2e latency.
@@ -91,6 +94,7 @@ impl Command {
                 | Command::BrokerConfig(_)
                 | Command::BrokerPerm(_)
                 | Command::NamesrvConfig(_)
+                | Command::ControllerAdmin(_)
                 | Command::StatsAll(_)
                 | Command::Bench(_)
         )
@@ -144,7 +148,9 @@ fn run() -> Result<()> {
     } else {
         tracing_subscriber::fmt()
             .with_env_filter(
-                EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+                // openraft reports every vote and replication step at info.
+                EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
             )
             .with_target(false)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
@@ -199,6 +205,7 @@ fn run() -> Result<()> {
             Command::BrokerConfig(args) => cli::config::run_broker(args).await,
             Command::BrokerPerm(args) => cli::broker_perm::run(args).await,
             Command::NamesrvConfig(args) => cli::config::run_namesrv(args).await,
+            Command::ControllerAdmin(args) => cli::controller_admin::run(args).await,
             Command::StatsAll(args) => cli::stats_all::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Console(args) => console::run(args).await,

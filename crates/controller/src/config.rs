@@ -45,6 +45,79 @@ pub const IGNORED_KEYS: &[&str] = &[
     "jRaftSnapshotIntervalSecs",
 ];
 
+/// One controller key for the configuration reference (`docs/configuration.md`).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyDoc {
+    pub key: &'static str,
+    /// The default of `comet controller`.
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+impl ControllerConfig {
+    /// Every key `comet controller` reads, sorted by key.
+    pub const REFERENCE: &'static [KeyDoc] = &[
+        KeyDoc {
+            key: "bindAddress",
+            default: "",
+            doc: "Host the controller listens on, with the port of its own entry in \
+                  `controllerDLegerPeers`; unset, the host of that entry.",
+        },
+        KeyDoc {
+            key: "controllerDLegerGroup",
+            default: DEFAULT_GROUP,
+            doc: "Name of the quorum (every controller of it gives the same); \
+                  CONTROLLER_GET_METADATA_INFO and `getControllerMetaData` show it.",
+        },
+        KeyDoc {
+            key: "controllerDLegerPeers",
+            default: DEFAULT_PEERS,
+            doc: "Every controller of the quorum, `id-host:port` separated by `;` (at most 9). \
+                  The id ends with the controller's number (`n0`, `n1`, ...). Brokers list the \
+                  same addresses in `controllerAddr`. The quorum keeps working while a majority \
+                  of them runs.",
+        },
+        KeyDoc {
+            key: "controllerDLegerSelfId",
+            default: "n0",
+            doc: "Which entry of `controllerDLegerPeers` this controller is; it listens on that \
+                  entry's address.",
+        },
+        KeyDoc {
+            key: "controllerStorePath",
+            default: "comet-data/controller",
+            doc: "Directory of the Raft log, vote and snapshots (`raft.redb`); a restarted \
+                  controller reads its state back from it.",
+        },
+        KeyDoc {
+            key: "controllerType",
+            default: "DLedger",
+            doc: "Accepted as `DLedger` or `jRaft` (Apache's two engines); Comet's controllers \
+                  run openraft for either, so they form a quorum only with each other.",
+        },
+        KeyDoc {
+            key: "enableElectUncleanMaster",
+            default: "false",
+            doc: "When no replica of the SyncStateSet is alive, elect another living replica. \
+                  It lacks messages the old master acknowledged: they are lost.",
+        },
+        KeyDoc {
+            key: "notifyBrokerRoleChanged",
+            default: "true",
+            doc: "After an election, tell the group's living brokers at once \
+                  (NOTIFY_BROKER_ROLE_CHANGED) rather than at their next poll (5 s).",
+        },
+        KeyDoc {
+            key: "scanNotActiveBrokerInterval",
+            default: "5000",
+            doc: "Period, in ms (at least 100), of the scan that finds brokers whose heartbeats \
+                  are older than the timeout they announced (`controllerHeartBeatTimeoutMills`, \
+                  10 s by default), and elects a new master when one of them was a master. A \
+                  killed broker is found at once, when its connection closes.",
+        },
+    ];
+}
+
 /// A controller configuration value is missing or out of range.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConfigError {
@@ -318,6 +391,18 @@ mod tests {
                 err.to_string().contains("controllerDLeger"),
                 "{peers}: {err}"
             );
+        }
+    }
+
+    #[test]
+    fn every_documented_key_is_read() {
+        let mut config = ControllerConfig::default();
+        for doc in ControllerConfig::REFERENCE {
+            let value = match doc.default {
+                "" => "127.0.0.1",
+                v => v,
+            };
+            assert!(config.set(doc.key, value).expect(doc.key), "{} is not read", doc.key);
         }
     }
 

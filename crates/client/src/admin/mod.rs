@@ -39,6 +39,7 @@ use crate::error::{ClientError, NoRouteReason, Result};
 pub mod broker;
 pub mod browse;
 pub mod catalog;
+pub mod controller;
 pub mod group;
 pub mod message;
 pub mod offsets;

@@ -23,6 +23,7 @@ pub mod broker_perm;
 pub mod cluster_list;
 pub mod config;
 pub mod consume;
+pub mod controller_admin;
 pub mod errors;
 pub mod group;
 pub mod group_admin;

@@ -19,12 +19,14 @@ const HEADER: &str = "# Configuration reference\n\n\
 console (crates/console/src/config.rs) and the name server (crates/namesrv/src/config.rs); \
 regenerate with `UPDATE_CONFIG_REFERENCE=1 cargo test -p comet --test it configuration_reference`. \
 -->\n\n\
-Every setting of Comet's servers, in three parts:\n\n\
+Every setting of Comet's servers, in four parts:\n\n\
 - [Broker](#broker): the `broker.conf` keys of `comet broker` and `comet serve`.\n\
 - [Web console](#web-console): the `console*` keys of the console that `comet serve` and \
 `comet broker` start beside the broker, and of `comet console`.\n\
 - [Name server](#name-server): the settings of `comet namesrv` and of the name server inside \
-`comet serve`, under the keys `getNamesrvConfig` and `updateNamesrvConfig` use.\n\n";
+`comet serve`, under the keys `getNamesrvConfig` and `updateNamesrvConfig` use.\n\
+- [Controller](#controller): the `controller.conf` keys of `comet controller` (and of the \
+controller a name server runs with `enableControllerInNamesrv=true`).\n\n";
 
 const CONSOLE_INTRO: &str = "The console keys are read from the same layers as the broker's \
 keys: the `-c` file, `COMET_<KEY>` environment variables (`COMET_CONSOLE_PORT`, ...), then \
@@ -39,7 +41,9 @@ file (`users.json`) in `console/` under `comet serve`'s data directory or `comet
 
 const NAMESRV_INTRO: &str = "`comet namesrv` takes its settings as flags; each flag also \
 reads an environment variable (`comet namesrv --help` names them), and a setting without a flag \
-keeps its default. The name server inside `comet serve` listens on `--namesrv-listen` (default \
+keeps its default. `comet namesrv -c namesrv.conf` reads the keys below from a file as well \
+(they win over the flags), and with `enableControllerInNamesrv=true` the file's \
+[controller keys](#controller) start a controller in the same process. The name server inside `comet serve` listens on `--namesrv-listen` (default \
 `127.0.0.1:9876`), keeps its state in `namesrv/` under `--data-dir`, and takes \
 `serverChannelMaxIdleTimeSeconds`, `writeBufferHighWaterMark` and TLS from the broker's keys; \
 the stand-alone `comet namesrv` has no TLS listener.\n\n\
@@ -109,13 +113,36 @@ fn namesrv_section() -> String {
     out
 }
 
+const CONTROLLER_INTRO: &str = "`comet controller -c controller.conf` reads Apache RocketMQ's \
+controller keys, so an Apache controller's file starts it unchanged; `--set key=value` overrides \
+one. Apache keys for things Comet does not have (DLedger's segment size, thread pools, jRaft's \
+own keys, metrics exporters) are accepted and change nothing; other unknown keys are logged. The \
+settings are read at start: `updateControllerConfig` is refused with NO_PERMISSION. See \
+[controller mode](running-a-cluster.md#controller-mode-comet-controller).\n\n\
+| key | default | meaning |\n|---|---|---|\n";
+
+fn controller_section() -> String {
+    let mut out = String::from(CONTROLLER_INTRO);
+    for doc in comet_controller::ControllerConfig::REFERENCE {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} |",
+            doc.key,
+            default_cell(doc.default),
+            cell(doc.doc)
+        );
+    }
+    out
+}
+
 /// The whole page.
 fn page() -> String {
     format!(
-        "{HEADER}## Broker\n\n{}\n## Web console\n\n{}\n## Name server\n\n{}",
+        "{HEADER}## Broker\n\n{}\n## Web console\n\n{}\n## Name server\n\n{}\n## Controller\n\n{}",
         comet_broker::config::reference::markdown(),
         console_section(),
-        namesrv_section()
+        namesrv_section(),
+        controller_section()
     )
 }
 

@@ -3,6 +3,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::time::Duration;
 
+use comet_client::admin::controller::ControllerAdmin;
 use comet_controller::{Controller, ControllerConfig, ControllerHandle};
 use comet_protocol::RemotingCommand;
 use comet_protocol::body::controller::{ElectMasterResponseBody, SyncStateSet};
@@ -316,11 +317,54 @@ async fn a_quorum_registers_brokers_and_replaces_a_dead_master() {
     assert_eq!(info.master_address.as_deref(), Some("127.0.0.1:30921"));
     assert_eq!(set.sync_state_set, BTreeSet::from([2]));
 
+    // An operator moves the mastership back to broker 1 once it is in sync again; the admin
+    // client finds the leader by itself.
+    let b1 = FakeBroker::new(30911);
+    for c in &survivors {
+        b1.heartbeat(c, 1, 2, 900).await;
+    }
+    let mut alter = request_with_header(
+        RequestCode::ControllerAlterSyncStateSet,
+        &AlterSyncStateSetRequestHeader {
+            broker_name: Some(GROUP.into()),
+            master_broker_id: Some(2),
+            master_epoch: Some(2),
+            invoke_time: Some(1),
+        },
+    );
+    alter = alter.with_body(
+        to_fastjson_bytes(&SyncStateSet {
+            sync_state_set: BTreeSet::from([1, 2]),
+            sync_state_set_epoch: 3,
+        })
+        .expect("body"),
+    );
+    let altered = b2.call(&leader, alter).await;
+    assert_eq!(altered.code, 0, "{:?}", altered.remark);
+    let admin = ControllerAdmin::new(&survivors.join(";"), TIMEOUT).expect("admin");
+    let info = admin
+        .sync_state(&[GROUP.to_owned()])
+        .await
+        .expect("sync state");
+    let group = &info.replicas_info_table[GROUP];
+    assert_eq!(group.master_broker_id, Some(2));
+    assert_eq!(group.in_sync_replicas.len(), 2);
+    let elected = admin
+        .elect_master(CLUSTER, GROUP, 1)
+        .await
+        .expect("elected");
+    assert_eq!(elected.master_broker_id, Some(1));
+    assert_eq!(elected.master_epoch, Some(3));
+    assert_eq!(elected.body.sync_state_set, BTreeSet::from([1]));
+    let refused = admin.elect_master(CLUSTER, GROUP, 9).await;
+    assert!(refused.is_err(), "an unknown broker cannot be designated");
+    admin.shutdown().await;
+
     // The stopped controller restarts from its store and catches up.
     controllers[leader_index] = Some(start(&peers, leader_index, root.path()).await);
     let leader = agreed_leader(&b2, &addrs).await;
     let (info, _) = b2.replica_info(&leader).await;
-    assert_eq!(info.master_broker_id, Some(2));
+    assert_eq!((info.master_broker_id, info.master_epoch), (Some(1), 3));
     for handle in controllers.into_iter().flatten() {
         handle.shutdown().await;
     }
