@@ -402,7 +402,11 @@ mod tests {
                 "" => "127.0.0.1",
                 v => v,
             };
-            assert!(config.set(doc.key, value).expect(doc.key), "{} is not read", doc.key);
+            assert!(
+                config.set(doc.key, value).expect(doc.key),
+                "{} is not read",
+                doc.key
+            );
         }
     }
 

@@ -55,6 +55,19 @@ fn group_of_three() -> Replicas {
     r
 }
 
+/// Master 1 reports all three replicas in sync.
+fn all_in_sync(r: &mut Replicas) {
+    r.apply(Command::AlterSyncStateSet {
+        broker_name: GROUP.into(),
+        master: 1,
+        master_epoch: 1,
+        sync_state_set_epoch: 1,
+        new_set: BTreeSet::from([1, 2, 3]),
+        alive: BTreeSet::from([1, 2, 3]),
+    })
+    .expect("all in sync");
+}
+
 fn group(r: &Replicas) -> &BrokerGroup {
     r.group(GROUP).expect("group exists")
 }
@@ -115,15 +128,7 @@ fn a_living_master_stays_master() {
 #[test]
 fn only_in_sync_replicas_take_over_newest_epoch_then_longest_log() {
     let mut r = group_of_three();
-    r.apply(Command::AlterSyncStateSet {
-        broker_name: GROUP.into(),
-        master: 1,
-        master_epoch: 1,
-        sync_state_set_epoch: 1,
-        new_set: BTreeSet::from([1, 2, 3]),
-        alive: BTreeSet::from([1, 2, 3]),
-    })
-    .expect("all in sync");
+    all_in_sync(&mut r);
     // Master 1 dies; 3 has the longer log at the same epoch.
     r.apply(elect_cmd(vec![alive(2, 1, 500), alive(3, 1, 700)]))
         .expect("elects");
@@ -162,15 +167,7 @@ fn only_in_sync_replicas_take_over_newest_epoch_then_longest_log() {
 #[test]
 fn ties_go_to_the_lowest_priority_then_the_lowest_id() {
     let mut r = group_of_three();
-    r.apply(Command::AlterSyncStateSet {
-        broker_name: GROUP.into(),
-        master: 1,
-        master_epoch: 1,
-        sync_state_set_epoch: 1,
-        new_set: BTreeSet::from([1, 2, 3]),
-        alive: BTreeSet::from([1, 2, 3]),
-    })
-    .expect("all in sync");
+    all_in_sync(&mut r);
     let mut low_priority = alive(3, 1, 100);
     low_priority.priority = -1;
     let mut tie = r.clone();

@@ -181,6 +181,35 @@ impl FakeBroker {
         .await
     }
 
+    /// The master (`master` at `master_epoch`) reports `set` in sync, based on `set_epoch`.
+    async fn alter_sync_state_set(
+        &self,
+        leader: &str,
+        master: i64,
+        master_epoch: i32,
+        set: &[i64],
+        set_epoch: i32,
+    ) {
+        let request = request_with_header(
+            RequestCode::ControllerAlterSyncStateSet,
+            &AlterSyncStateSetRequestHeader {
+                broker_name: Some(GROUP.into()),
+                master_broker_id: Some(master),
+                master_epoch: Some(master_epoch),
+                invoke_time: Some(1),
+            },
+        )
+        .with_body(
+            to_fastjson_bytes(&SyncStateSet {
+                sync_state_set: set.iter().copied().collect(),
+                sync_state_set_epoch: set_epoch,
+            })
+            .expect("body"),
+        );
+        let altered = self.call(leader, request).await;
+        assert_eq!(altered.code, 0, "{:?}", altered.remark);
+    }
+
     async fn replica_info(&self, leader: &str) -> (GetReplicaInfoResponseHeader, SyncStateSet) {
         let response = self
             .call(
@@ -274,24 +303,7 @@ async fn a_quorum_registers_brokers_and_replaces_a_dead_master() {
     for c in &addrs {
         b2.heartbeat(c, id2, 1, 100).await;
     }
-    let mut alter = request_with_header(
-        RequestCode::ControllerAlterSyncStateSet,
-        &AlterSyncStateSetRequestHeader {
-            broker_name: Some(GROUP.into()),
-            master_broker_id: Some(1),
-            master_epoch: Some(1),
-            invoke_time: Some(1),
-        },
-    );
-    alter = alter.with_body(
-        to_fastjson_bytes(&SyncStateSet {
-            sync_state_set: BTreeSet::from([1, 2]),
-            sync_state_set_epoch: 1,
-        })
-        .expect("body"),
-    );
-    let altered = b1.call(&leader, alter).await;
-    assert_eq!(altered.code, 0, "{:?}", altered.remark);
+    b1.alter_sync_state_set(&leader, 1, 1, &[1, 2], 1).await;
 
     // The leader controller dies; the others elect a new leader that knows everything.
     let leader_index = addrs.iter().position(|a| *a == leader).expect("index");
@@ -323,24 +335,7 @@ async fn a_quorum_registers_brokers_and_replaces_a_dead_master() {
     for c in &survivors {
         b1.heartbeat(c, 1, 2, 900).await;
     }
-    let mut alter = request_with_header(
-        RequestCode::ControllerAlterSyncStateSet,
-        &AlterSyncStateSetRequestHeader {
-            broker_name: Some(GROUP.into()),
-            master_broker_id: Some(2),
-            master_epoch: Some(2),
-            invoke_time: Some(1),
-        },
-    );
-    alter = alter.with_body(
-        to_fastjson_bytes(&SyncStateSet {
-            sync_state_set: BTreeSet::from([1, 2]),
-            sync_state_set_epoch: 3,
-        })
-        .expect("body"),
-    );
-    let altered = b2.call(&leader, alter).await;
-    assert_eq!(altered.code, 0, "{:?}", altered.remark);
+    b2.alter_sync_state_set(&leader, 2, 2, &[1, 2], 3).await;
     let admin = ControllerAdmin::new(&survivors.join(";"), TIMEOUT).expect("admin");
     let info = admin
         .sync_state(&[GROUP.to_owned()])
