@@ -145,6 +145,17 @@ launch_java() {
             -cp "$SERVER_CP" "$main" "$@" >"$D/logs/$name.out" 2>&1 </dev/null &
         echo $! >"$D/pids/$name.pid"
     )
+    exec_done "$name"
+}
+
+# exec_done <name>: waits (up to 5 s) until the process just launched runs its own program:
+# between fork and exec it still shows this script's command line, and `alive` would call it gone.
+exec_done() {
+    local _
+    for _ in $(seq 50); do
+        alive "$1" && return 0
+        sleep 0.1
+    done
 }
 
 launch_comet() { # launch_comet <name> <args...>
@@ -154,6 +165,7 @@ launch_comet() { # launch_comet <name> <args...>
         setsid "$COMET" "$@" >"$D/logs/$name.out" 2>&1 </dev/null &
         echo $! >"$D/pids/$name.pid"
     )
+    exec_done "$name"
 }
 
 # load <args...>: the Java client in the foreground, output appended to $D/logs/client.out.
