@@ -44,8 +44,9 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   <li>{@code consume <namesrv> <topic> <group> <count> <idleSeconds> <outFile>}: a push consumer
  *       (CONSUME_FROM_FIRST_OFFSET, one consume thread, one message per listener call) that writes
  *       every delivered body as a line of {@code outFile}; it stops after {@code count} deliveries
- *       or after {@code idleSeconds} without one, and shuts down, committing what it consumed.
- *       These are the stop rules of {@code comet consume --count --idle}.</li>
+ *       or after {@code idleSeconds} without one (at least 60 s before the first), and shuts down,
+ *       committing what it consumed.
+ *       Apart from that first wait, these are the stop rules of {@code comet consume --count --idle}.</li>
  *   <li>{@code consume-held <namesrv> <topic> <group> <holdAfter> <releaseFile> <stopFile>
  *       <outFile>}: a push consumer that keeps most of the backlog on the brokers: one message
  *       per pull, at most one message cached per queue before its pulls pause
@@ -81,6 +82,8 @@ public final class FailoverRead {
     private static final long POLL_MS = 200;
     /** How often a held listener or a running consumer looks for its release or stop file. */
     private static final long FILE_POLL_MS = 50;
+    /** How long {@code consume} waits for its first message when the idle time is shorter. */
+    private static final long FIRST_DELIVERY_MS = 60_000;
     /** Producer send timeout and admin RPC timeout: generous, the two cores are shared. */
     private static final int RPC_TIMEOUT_MS = 10_000;
     /** How long a consumer's shutdown waits for a listener call still running. */
@@ -205,7 +208,11 @@ public final class FailoverRead {
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             });
             consumer.start();
-            while (!done.get() && System.currentTimeMillis() - lastDelivery.get() < idleMs) {
+            // The first delivery may take longer than the idle time: a new consumer's first
+            // rebalance and offset lookup against a slave whose master just died can take
+            // 20-30 s on a busy machine.
+            while (!done.get() && System.currentTimeMillis() - lastDelivery.get()
+                < (delivered.get() == 0 ? Math.max(idleMs, FIRST_DELIVERY_MS) : idleMs)) {
                 Thread.sleep(FILE_POLL_MS);
             }
             done.set(true);
