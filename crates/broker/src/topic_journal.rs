@@ -206,6 +206,10 @@ impl TopicJournal {
         match &mut self.file {
             Some(file) => Ok(file),
             slot => {
+                // A new broker changes its system topics before anything else made `config/`.
+                if let Some(dir) = self.path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
                 let file = OpenOptions::new()
                     .create(true)
                     .append(true)
