@@ -185,7 +185,16 @@ public final class ExporterCollect {
             }
             ok("producers " + producerGroup, producers.getData().get(producerGroup).size());
 
-            if (!admin.queryTopicConsumeByWho(topic).getGroupList().contains(group)) {
+            // A broker lists a group once the consumer's heartbeat or first commit reached it:
+            // allow a few seconds for that.
+            boolean listed = false;
+            for (int attempt = 0; attempt < 20 && !listed; attempt++) {
+                listed = admin.queryTopicConsumeByWho(topic).getGroupList().contains(group);
+                if (!listed) {
+                    Thread.sleep(500);
+                }
+            }
+            if (!listed) {
                 fail("queryTopicConsumeByWho " + topic + " lists " + group);
             }
             int connections = admin.examineConsumerConnectionInfo(group).getConnectionSet().size();
